@@ -1,0 +1,3 @@
+from torchfix_core._doctor import main
+
+raise SystemExit(main())

@@ -1,0 +1,117 @@
+"""``torchfix-doctor`` / ``python -m torchfix_core``: explain every decision torchfix made here.
+
+By default doctor imports each pending fix's trigger modules (which may take a few seconds and
+compile nothing), so that every fix reaches its final state; ``--no-resolve`` shows the state a
+training script would have right after ``import torch``. ``--json`` prints the same data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import sys
+from typing import Any
+
+
+def _torch_info() -> dict[str, Any]:
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - doctor must explain, not crash
+        return {"installed": False, "error": f"{type(exc).__name__}: {exc}"}
+    return {
+        "installed": True,
+        "version": str(torch.__version__),
+        "cuda": getattr(torch.version, "cuda", None),
+        "git": getattr(torch.version, "git_version", None),
+        "cuda_available": bool(torch.cuda.is_available()),
+        "backend_autoload": os.getenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "1",
+    }
+
+
+def _resolve(rows: list[Any]) -> dict[str, str]:
+    """Import the triggers of pending fixes; returns trigger -> error for those that failed."""
+    from torchfix_core import _registry
+
+    errors: dict[str, str] = {}
+    for row in rows:
+        if row.state != "pending":
+            continue
+        for name in _registry.entries()[row.id].spec.triggers:
+            if name in sys.modules or name in errors:
+                continue
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # noqa: BLE001
+                errors[name] = f"{type(exc).__name__}: {exc}"
+    return errors
+
+
+def collect(resolve: bool = True) -> dict[str, Any]:
+    torch_info = _torch_info()
+    from torchfix_core import _registry, status
+    from torchfix_core.version import __version__
+
+    if torch_info["installed"] and _registry.activation()["source"] == "none":
+        _registry._state.activation = {
+            "source": "off",
+            "detail": "TORCH_DEVICE_BACKEND_AUTOLOAD=0 and torchfix_core.auto was not imported"
+            if not torch_info["backend_autoload"]
+            else "torch did not run the torch.backends entry point (is torchfix-core installed here?)",
+        }
+    active = _registry.activation()["source"] not in ("none", "off", "failed")
+    trigger_errors = _resolve(status()) if resolve and active else {}
+    settings = _registry.settings()
+    return {
+        "torchfix_core": __version__,
+        "python": platform.python_version(),
+        "torch": torch_info,
+        "activation": _registry.activation(),
+        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("TORCHFIX_")},
+        "environment_problems": list(settings.problems),
+        "trigger_import_errors": trigger_errors,
+        "fixes": [row.as_dict() for row in status()],
+    }
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [f"torchfix-core {report['torchfix_core']} on Python {report['python']}"]
+    t = report["torch"]
+    if t["installed"]:
+        lines.append(f"torch {t['version']} (CUDA {t['cuda'] or 'none'}, GPU available: {t['cuda_available']}, git {str(t['git'])[:12]})")
+    else:
+        lines.append(f"torch: not importable ({t['error']})")
+    a = report["activation"]
+    lines.append(f"activation: {a['source']} ({a['detail']})")
+    for name, value in report["environment"].items():
+        lines.append(f"env: {name}={value}")
+    for problem in report["environment_problems"]:
+        lines.append(f"env problem: {problem}")
+    for name, error in report["trigger_import_errors"].items():
+        lines.append(f"could not import trigger {name}: {error}")
+    lines.append("")
+    header = ("FIX", "STATE", "VERSION", "VALIDATED FOR")
+    rows = [
+        (f["id"], f["state"], f["version"] or "-", ", ".join(f"{k} {v}" for k, v in f["targets"].items()) or "-")
+        for f in report["fixes"]
+    ]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(4)]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    for fix, row in zip(report["fixes"], rows):
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+        lines.append(f"    why: {fix['reason']}")
+        for link in fix["upstream"]:
+            lines.append(f"    upstream: {link}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="torchfix-doctor", description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--no-resolve", action="store_true", help="do not import pending fixes' trigger modules")
+    args = parser.parse_args(argv)
+    report = collect(resolve=not args.no_resolve)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0

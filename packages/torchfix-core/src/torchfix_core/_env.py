@@ -1,0 +1,167 @@
+"""The ``TORCHFIX_*`` environment switches, parsed once, validated loudly.
+
+=========================  ===========================================================
+``TORCHFIX_AUTOLOAD``      ``0`` turns off activation at ``import torch`` (default ``1``)
+``TORCHFIX_DISABLE``       comma-separated fix ids, or ``all``
+``TORCHFIX_<ID>_ENABLED``  ``0``/``1`` per fix (id upper-cased, ``-`` -> ``_``); wins over DISABLE
+``TORCHFIX_FORCE``         comma-separated fix ids, or ``all``: apply outside the validated
+                           version range (the probe still decides)
+``TORCHFIX_STRICT``        ``1``: a failing fix raises :class:`torchfix_core.TorchfixError`
+``TORCHFIX_LOG``           ``debug`` | ``info`` | ``warning``: log level of the ``torchfix`` logger
+=========================  ===========================================================
+
+A malformed value or an unknown fix id never crashes and never silently changes behaviour: it
+emits one :class:`TorchfixConfigWarning` naming the variable and the accepted values, the
+offending part is ignored, and the problem is listed by doctor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import warnings
+from typing import Iterable, Mapping
+
+PREFIX = "TORCHFIX_"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+_BOOL_ACCEPTED = "1/0, true/false, yes/no, on/off"
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+_ENABLED = re.compile(r"^TORCHFIX_([A-Z0-9_]+)_ENABLED$")
+_KNOWN_VARS = {"AUTOLOAD", "DISABLE", "FORCE", "STRICT", "LOG", "ACTIVATION_SOURCE", "AOT_FALLBACK_STRICT", "AOT_FALLBACK_MEMO"}
+"""Variables read here, plus ones a fix package reads itself (listed so they are not 'unknown')."""
+
+_emitted: set[str] = set()
+
+
+class TorchfixConfigWarning(UserWarning):
+    """A ``TORCHFIX_*`` variable had a value torchfix could not use; it was ignored."""
+
+
+def warn_once(message: str) -> None:
+    if message in _emitted:
+        return
+    _emitted.add(message)
+    logging.getLogger("torchfix").debug("config warning: %s", message)
+    warnings.warn(message, TorchfixConfigWarning, stacklevel=3)
+
+
+def env_key(fix_id: str) -> str:
+    """``sac-replay`` -> ``TORCHFIX_SAC_REPLAY_ENABLED``."""
+    return f"{PREFIX}{fix_id.upper().replace('-', '_')}_ENABLED"
+
+
+def parse_bool(name: str, raw: str | None, default: bool, problems: list[str]) -> bool:
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    problems.append(f"{name}={raw!r} is not a boolean (accepted: {_BOOL_ACCEPTED}); using the default {int(default)}")
+    return default
+
+
+class Settings:
+    """The parsed environment. ``problems`` lists every warning that parsing produced."""
+
+    def __init__(self) -> None:
+        self.autoload = True
+        self.strict = False
+        self.disable_all = False
+        self.disabled: set[str] = set()
+        self.force_all = False
+        self.forced: set[str] = set()
+        self.enabled_override: dict[str, bool] = {}
+        self.log_level: int | None = None
+        self.problems: list[str] = []
+
+    def is_disabled(self, fix_id: str) -> tuple[bool, str]:
+        """Whether the environment turns ``fix_id`` off, and the reason to show."""
+        if fix_id in self.enabled_override:
+            on = self.enabled_override[fix_id]
+            return (not on, f"{env_key(fix_id)}={int(on)}")
+        if self.disable_all:
+            return True, "TORCHFIX_DISABLE=all"
+        if fix_id in self.disabled:
+            return True, f"TORCHFIX_DISABLE lists {fix_id!r}"
+        return False, ""
+
+    def is_forced(self, fix_id: str) -> bool:
+        return self.force_all or fix_id in self.forced
+
+
+def _parse_ids(name: str, raw: str | None, known: Iterable[str], problems: list[str]) -> tuple[bool, set[str]]:
+    if raw is None or raw.strip() == "":
+        return False, set()
+    known_set = set(known)
+    ids = [part.strip() for part in raw.split(",")]
+    if any(part.lower() == "all" for part in ids):
+        if len([p for p in ids if p]) > 1:
+            problems.append(f"{name}={raw!r} mixes 'all' with fix ids; treating it as 'all'")
+        return True, set()
+    chosen: set[str] = set()
+    for part in ids:
+        if not part:
+            problems.append(f"{name}={raw!r} has an empty entry (accepted: comma-separated fix ids or 'all')")
+        elif part not in known_set:
+            accepted = ", ".join(sorted(known_set)) or "none installed"
+            problems.append(f"{name} names unknown fix id {part!r}; ignored (known ids: {accepted}, or 'all')")
+        else:
+            chosen.add(part)
+    return False, chosen
+
+
+def read_settings(known_ids: Iterable[str], environ: Mapping[str, str] | None = None) -> Settings:
+    """Parse the environment against the installed fix ids. Never raises."""
+    env = os.environ if environ is None else environ
+    known = sorted(set(known_ids))
+    settings = Settings()
+    problems = settings.problems
+    settings.autoload = parse_bool("TORCHFIX_AUTOLOAD", env.get("TORCHFIX_AUTOLOAD"), True, problems)
+    settings.strict = parse_bool("TORCHFIX_STRICT", env.get("TORCHFIX_STRICT"), False, problems)
+    settings.disable_all, settings.disabled = _parse_ids("TORCHFIX_DISABLE", env.get("TORCHFIX_DISABLE"), known, problems)
+    settings.force_all, settings.forced = _parse_ids("TORCHFIX_FORCE", env.get("TORCHFIX_FORCE"), known, problems)
+    raw_level = env.get("TORCHFIX_LOG")
+    if raw_level is not None and raw_level.strip():
+        level = _LEVELS.get(raw_level.strip().lower())
+        if level is None:
+            problems.append(f"TORCHFIX_LOG={raw_level!r} is not a level (accepted: {', '.join(_LEVELS)}); ignored")
+        settings.log_level = level
+    by_key = {env_key(fix_id): fix_id for fix_id in known}
+    for name in sorted(env):
+        if not name.startswith(PREFIX):
+            continue
+        match = _ENABLED.match(name)
+        if match:
+            fix_id = by_key.get(name)
+            if fix_id is None:
+                problems.append(f"{name} names no installed fix; ignored (installed: {', '.join(known) or 'none'})")
+                continue
+            marker: list[str] = []
+            value = parse_bool(name, env[name], True, marker)
+            if marker:
+                problems.append(f"{name}={env[name]!r} is not a boolean (accepted: {_BOOL_ACCEPTED}); ignored")
+            else:
+                settings.enabled_override[fix_id] = value
+        elif name[len(PREFIX) :] not in _KNOWN_VARS:
+            problems.append(
+                f"{name} is not a torchfix variable; ignored (known: TORCHFIX_AUTOLOAD, TORCHFIX_DISABLE, "
+                "TORCHFIX_<ID>_ENABLED, TORCHFIX_FORCE, TORCHFIX_STRICT, TORCHFIX_LOG)"
+            )
+    return settings
+
+
+def configure_logging(level: int | None) -> None:
+    """Give the ``torchfix`` logger a stderr handler at ``level`` (only when TORCHFIX_LOG is set)."""
+    if level is None:
+        return
+    logger = logging.getLogger("torchfix")
+    logger.setLevel(level)
+    if not any(getattr(h, "_torchfix", False) for h in logger.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[torchfix %(levelname)s] %(message)s"))
+        handler._torchfix = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)

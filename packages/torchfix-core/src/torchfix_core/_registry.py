@@ -1,0 +1,337 @@
+"""Process-wide state of every fix: discovery, gating, probe, apply, revert, status.
+
+Life of a fix: discovered (its ``FixSpec`` loaded) -> ``disabled`` by the environment, or
+``not-installed`` when its target library is absent, or ``pending`` with post-import hooks on its
+triggers -> when the last trigger has been imported: version gate (``out-of-range`` unless forced),
+load the implementation, ``probe()`` (``not-needed``), ``apply()`` -> ``applied``. Any exception
+along the way -> ``failed`` with the reason, the fix's partial patches rolled back, and (only with
+``TORCHFIX_STRICT=1``) a :class:`TorchfixError`.
+
+Everything runs under :data:`torchfix_core.patching.PATCH_LOCK`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import logging
+import sys
+from types import ModuleType
+from typing import Iterable
+
+from torchfix_core import _env, _import_hooks, _versions
+from torchfix_core._discovery import FAMILY, Discovered, discover
+from torchfix_core.fix import Fix
+from torchfix_core.patching import PATCH_LOCK, PatchRefused
+from torchfix_core.spec import (
+    APPLIED,
+    DISABLED,
+    FAILED,
+    NOT_INSTALLED,
+    NOT_NEEDED,
+    OUT_OF_RANGE,
+    PENDING,
+    FixSpec,
+    FixStatus,
+)
+
+log = logging.getLogger("torchfix")
+
+
+class TorchfixError(RuntimeError):
+    """A fix failed while ``TORCHFIX_STRICT=1`` (or ``strict=True``), or the API was misused."""
+
+
+class _Entry:
+    __slots__ = ("item", "state", "reason", "impl", "callback")
+
+    def __init__(self, item: Discovered) -> None:
+        self.item = item
+        self.state = FAILED if item.error else PENDING
+        self.reason = item.error or "torchfix is not activated in this process"
+        self.impl: Fix | None = None
+        self.callback: functools.partial[None] | None = None
+
+    @property
+    def id(self) -> str:
+        return self.item.id
+
+    @property
+    def spec(self) -> FixSpec:
+        assert self.item.spec is not None
+        return self.item.spec
+
+
+class _State:
+    def __init__(self) -> None:
+        self.entries: dict[str, _Entry] | None = None
+        self.settings: _env.Settings | None = None
+        self.activation: dict[str, str] = {"source": "none", "detail": "not activated in this process"}
+        self.activating = False
+        self.target_override: dict[str, dict[str, str]] = {}
+
+
+_state = _State()
+
+
+def _set(entry: _Entry, state: str, reason: str) -> None:
+    entry.state, entry.reason = state, reason
+    log.debug("%s: %s (%s)", entry.id, state, reason)
+
+
+def entries() -> dict[str, _Entry]:
+    """Discover once per process (cheap: entry points and data-only specs)."""
+    with PATCH_LOCK:
+        if _state.entries is None:
+            found = discover()
+            _state.entries = {d.id: _Entry(d) for d in found}
+            _state.settings = _env.read_settings(_state.entries)
+            _env.configure_logging(_state.settings.log_level)
+            for problem in _state.settings.problems:
+                _env.warn_once(problem)
+            for entry in _state.entries.values():
+                if entry.state == FAILED:
+                    _env.warn_once(f"torchfix: fix {entry.id!r} is broken: {entry.reason}")
+        return _state.entries
+
+
+def settings() -> _env.Settings:
+    entries()
+    assert _state.settings is not None
+    return _state.settings
+
+
+def _strict_raise(entry: _Entry, cause: BaseException | None, strict: bool | None) -> None:
+    if strict if strict is not None else settings().strict:
+        raise TorchfixError(f"torchfix fix {entry.id!r} failed: {entry.reason}") from cause
+
+
+def _version_of(module_name: str) -> str | None:
+    module = sys.modules.get(module_name)
+    version = getattr(module, "__version__", None)
+    if version is not None:
+        return str(version)
+    try:
+        from importlib.metadata import PackageNotFoundError, version as dist_version
+
+        return dist_version(module_name)
+    except (PackageNotFoundError, ValueError):
+        return None
+
+
+def _gate(entry: _Entry) -> tuple[bool, str]:
+    """Version gate. Returns (go on?, note). Sets out-of-range itself."""
+    notes = []
+    targets = _state.target_override.get(entry.id, entry.spec.targets)
+    for module_name, specifier in targets.items():
+        version = _version_of(module_name)
+        if version is None:
+            notes.append(f"{module_name} version unknown; the probe decides")
+            continue
+        verdict, why = _versions.judge(version, specifier)
+        if verdict == _versions.OUT_OF_RANGE:
+            if settings().is_forced(entry.id):
+                notes.append(f"{why}, forced by TORCHFIX_FORCE")
+                continue
+            _set(entry, OUT_OF_RANGE, f"{why}; TORCHFIX_FORCE={entry.id} applies it anyway (the probe still runs)")
+            return False, ""
+        if verdict == _versions.AMBIGUOUS:
+            notes.append(why)
+    return True, "; ".join(notes)
+
+
+def _load_impl(entry: _Entry) -> Fix:
+    if entry.impl is None:
+        module_name, _, attr = entry.spec.implementation.partition(":")
+        cls = getattr(importlib.import_module(module_name), attr)
+        impl = cls(entry.id)
+        if not isinstance(impl, Fix):
+            raise TypeError(f"{entry.spec.implementation} is not a torchfix_core.Fix subclass")
+        entry.impl = impl
+    return entry.impl
+
+
+def _apply_now(entry: _Entry, strict: bool | None = None) -> None:
+    with PATCH_LOCK:
+        if entry.state != PENDING:
+            return
+        step = "version gate"
+        try:
+            go, note = _gate(entry)
+            if not go:
+                return
+            step = "loading the implementation"
+            impl = _load_impl(entry)
+            step = "probe"
+            result = impl.probe()
+            reason = f"{result.reason}; {note}" if note else result.reason
+            if not result.needed:
+                _set(entry, NOT_NEEDED, reason)
+                return
+            step = "apply"
+            try:
+                impl.apply()
+            except BaseException:
+                impl.patches.revert()
+                raise
+            _set(entry, APPLIED, reason)
+            log.info("torchfix: applied %s (%s)", entry.id, reason)
+        except Exception as exc:
+            kind = "refused" if isinstance(exc, PatchRefused) else f"{step} raised {type(exc).__name__}"
+            _set(entry, FAILED, f"{kind}: {exc}")
+            log.warning("torchfix: fix %r failed: %s", entry.id, entry.reason)
+            _strict_raise(entry, exc, strict)
+
+
+def _on_trigger(fix_id: str, _module: ModuleType) -> None:
+    entry = entries()[fix_id]
+    if all(name in sys.modules for name in entry.spec.triggers):
+        _apply_now(entry)
+
+
+def _on_hook_error(fix_id: str, exc: BaseException) -> None:
+    if isinstance(exc, TorchfixError):
+        raise exc
+    entry = entries()[fix_id]
+    _set(entry, FAILED, f"post-import hook raised {type(exc).__name__}: {exc}")
+    log.warning("torchfix: fix %r failed: %s", fix_id, entry.reason)
+
+
+def _schedule(entry: _Entry, strict: bool | None = None) -> None:
+    """Move a fix to pending and hook its triggers, or apply it at once when they are imported."""
+    disabled, why = settings().is_disabled(entry.id)
+    if disabled:
+        _set(entry, DISABLED, why)
+        return
+    for module_name in _state.target_override.get(entry.id, entry.spec.targets):
+        if module_name not in sys.modules and importlib.util.find_spec(module_name) is None:
+            _set(entry, NOT_INSTALLED, f"{module_name} is not installed")
+            return
+    missing = [name for name in entry.spec.triggers if name not in sys.modules]
+    _set(entry, PENDING, f"waiting for {', '.join(missing)} to be imported" if missing else "applying")
+    if not missing:
+        _apply_now(entry, strict)
+        return
+    entry.callback = functools.partial(_on_trigger, entry.id)
+    on_error = functools.partial(_on_hook_error, entry.id)
+    for name in missing:
+        _import_hooks.when_imported(name, entry.callback, on_error)
+
+
+def _select(only: Iterable[str] | None, exclude: Iterable[str] | None) -> list[_Entry]:
+    known = entries()
+    only_list = None if only is None else ([only] if isinstance(only, str) else list(only))
+    exclude_list = [] if exclude is None else ([exclude] if isinstance(exclude, str) else list(exclude))
+    unknown = [i for i in (only_list or []) + exclude_list if i not in known]
+    if unknown:
+        raise TorchfixError(f"unknown fix id(s) {unknown}; installed: {sorted(known) or 'none'}")
+    return [e for i, e in known.items() if (only_list is None or i in only_list) and i not in exclude_list]
+
+
+def apply(only: Iterable[str] | None = None, exclude: Iterable[str] | None = None, *, strict: bool | None = None) -> list[FixStatus]:
+    """Apply the selected installed fixes now, or as soon as their trigger modules are imported.
+
+    Fixes the environment disables stay disabled; broken fixes stay failed. Re-applying an applied
+    fix is a no-op. Raises :class:`TorchfixError` for unknown ids, and for a failing fix when
+    ``strict`` (default: ``TORCHFIX_STRICT``).
+    """
+    with PATCH_LOCK:
+        selected = _select(only, exclude)
+        for entry in selected:
+            if entry.item.error:
+                _strict_raise(entry, None, strict)
+                continue
+            if entry.state in (APPLIED, PENDING) and (entry.state == APPLIED or entry.callback is not None):
+                continue
+            entry.state = PENDING
+            _schedule(entry, strict)
+        return [_row(e) for e in selected]
+
+
+def revert(only: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> list[FixStatus]:
+    """Undo the selected fixes (newest first) and cancel their pending hooks.
+
+    Afterwards every patched attribute is the original object again and the fixes are ``disabled``
+    (reason: reverted) until :func:`apply` is called. A fix whose patch was overwritten by somebody
+    else is left alone and shown ``failed`` with the reason.
+    """
+    with PATCH_LOCK:
+        selected = _select(only, exclude)
+        for entry in reversed(selected):
+            if entry.callback is not None:
+                _import_hooks.cancel(entry.callback)
+                entry.callback = None
+            if entry.state == APPLIED and entry.impl is not None:
+                problems = entry.impl.revert()
+                if problems:
+                    _set(entry, FAILED, "revert incomplete: " + "; ".join(problems))
+                    continue
+            if entry.state in (APPLIED, PENDING):
+                _set(entry, DISABLED, "reverted by torchfix_core.revert()")
+        return [_row(e) for e in selected]
+
+
+def _row(entry: _Entry) -> FixStatus:
+    spec = entry.item.spec
+    return FixStatus(
+        id=entry.id,
+        distribution=entry.item.distribution,
+        version=entry.item.version,
+        state=entry.state,
+        reason=entry.reason,
+        targets=dict(spec.targets) if spec else {},
+        upstream=spec.upstream if spec else (),
+        summary=spec.summary if spec else "",
+    )
+
+
+def status() -> list[FixStatus]:
+    """One row per installed fix (in application order) and per absent member of the family."""
+    with PATCH_LOCK:
+        rows = [_row(e) for e in entries().values()]
+        present = {r.id for r in rows}
+        for fix_id, distribution in FAMILY.items():
+            if fix_id not in present:
+                rows.append(FixStatus(fix_id, distribution, None, NOT_INSTALLED, f"{distribution} is not installed", {}, (), ""))
+        return rows
+
+
+def activate(source: str) -> None:
+    """Discover and schedule every fix; never raises except in strict mode. Re-entry is a no-op."""
+    with PATCH_LOCK:
+        if _state.activating:
+            return
+        if _state.activation["source"] not in ("none", "off"):
+            return
+        _state.activating = True
+        try:
+            if source == "torch.backends" and not settings().autoload:
+                _state.activation = {"source": "off", "detail": "TORCHFIX_AUTOLOAD=0"}
+                return
+            _state.activation = {"source": source, "detail": _ACTIVATION_DETAIL.get(source, source)}
+            for entry in entries().values():
+                if entry.item.error:
+                    _strict_raise(entry, None, None)
+                elif entry.state == PENDING and entry.callback is None:
+                    _schedule(entry)
+        finally:
+            _state.activating = False
+
+
+_ACTIVATION_DETAIL = {
+    "torch.backends": "entry point in torch.backends, run at the end of import torch",
+    "torchfix_core.auto": "import torchfix_core.auto",
+    "torchfix-run": "the torchfix-run launcher",
+    "api": "torchfix_core.activate()",
+}
+
+
+def activation() -> dict[str, str]:
+    return dict(_state.activation)
+
+
+def _override_targets(fix_id: str, targets: dict[str, str]) -> None:
+    """Testing hook: pretend ``fix_id`` was validated for ``targets`` (used by the contract kit)."""
+    entries()
+    _state.target_override[fix_id] = dict(targets)

@@ -1,0 +1,35 @@
+"""Base class of a fix's implementation (the heavy half, imported only when the fix is applied)."""
+
+from __future__ import annotations
+
+from torchfix_core.patching import PatchSet
+from torchfix_core.spec import ProbeResult
+
+
+class Fix:
+    """Implementation of one fix. Subclasses override :meth:`probe` and :meth:`apply`.
+
+    The registry creates one instance per process and calls, in this order and under its lock:
+    ``probe()`` (is the bug present on the live objects, and do the patch points have the expected
+    shape?), then ``apply()`` only if the probe said so. ``apply()`` must make every change through
+    ``self.patches``; if it raises, the registry reverts whatever it had already patched.
+    ``revert()`` undoes everything; override it only to undo state kept outside ``self.patches``
+    (and call ``super().revert()``).
+
+    A probe must be side-effect free (or restore what it touched), must not depend on the version
+    string, and must raise :class:`torchfix_core.PatchRefused` when the layout is unknown.
+    """
+
+    def __init__(self, fix_id: str) -> None:
+        self.fix_id = fix_id
+        self.patches = PatchSet(fix_id)
+
+    def probe(self) -> ProbeResult:
+        raise NotImplementedError
+
+    def apply(self) -> None:
+        raise NotImplementedError
+
+    def revert(self) -> list[str]:
+        """Undo every patch; returns the problems met (see :meth:`PatchSet.revert`)."""
+        return self.patches.revert()

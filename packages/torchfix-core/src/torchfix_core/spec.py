@@ -1,0 +1,119 @@
+"""Cheap, data-only description of a fix: what an entry point in ``torchfix.fixes`` loads.
+
+A fix package's ``package.py`` builds one :class:`FixSpec` and nothing else. Loading it must not
+import torch, the patched library, or the fix's implementation: this module imports only the
+standard library so that discovery at ``import torch`` costs microseconds per fix.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple, Sequence
+
+#: Every state a fix can be in, as shown by :func:`torchfix_core.status` and ``torchfix-doctor``.
+APPLIED = "applied"
+PENDING = "pending"
+NOT_NEEDED = "not-needed"
+OUT_OF_RANGE = "out-of-range"
+DISABLED = "disabled"
+FAILED = "failed"
+NOT_INSTALLED = "not-installed"
+STATES = (APPLIED, PENDING, NOT_NEEDED, OUT_OF_RANGE, DISABLED, FAILED, NOT_INSTALLED)
+
+
+class FixSpec:
+    """Metadata of one fix.
+
+    Args:
+        id: the fix id; must equal the entry-point name in group ``torchfix.fixes``.
+        summary: one line saying what the fix repairs.
+        implementation: ``"module:attribute"`` of the :class:`torchfix_core.Fix` subclass; imported
+            only when the fix is about to be applied.
+        distribution: the fix's own distribution name (for the installed version).
+        targets: top-level import name of each patched library -> ``packaging`` specifier of the
+            versions where the fix was validated (e.g. ``{"torch": ">=2.12,<2.16"}``). Outside the
+            range the fix is ``out-of-range`` unless forced; the probe decides inside it.
+        triggers: modules that must all be imported before the fix is applied. The fix is applied
+            the moment the last one finishes importing (at once if they already are). Pick the
+            module that defines the patched object, so that activation never imports it.
+        order: smaller applies first; ties are broken by id.
+        after: ids of fixes that must be applied before this one when both apply.
+        upstream: links to the upstream issue / pull request the fix backports.
+    """
+
+    __slots__ = (
+        "id",
+        "summary",
+        "implementation",
+        "distribution",
+        "targets",
+        "triggers",
+        "order",
+        "after",
+        "upstream",
+    )
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        summary: str,
+        implementation: str,
+        distribution: str,
+        targets: Mapping[str, str],
+        triggers: Sequence[str],
+        order: int = 100,
+        after: Sequence[str] = (),
+        upstream: Sequence[str] = (),
+    ) -> None:
+        if ":" not in implementation:
+            raise ValueError(f"FixSpec {id!r}: implementation must be 'module:attribute', got {implementation!r}")
+        if not triggers:
+            raise ValueError(f"FixSpec {id!r}: at least one trigger module is required")
+        self.id = id
+        self.summary = summary
+        self.implementation = implementation
+        self.distribution = distribution
+        self.targets = dict(targets)
+        self.triggers = tuple(triggers)
+        self.order = int(order)
+        self.after = tuple(after)
+        self.upstream = tuple(upstream)
+
+    def __repr__(self) -> str:
+        return f"FixSpec(id={self.id!r}, targets={self.targets!r}, triggers={self.triggers!r})"
+
+
+class ProbeResult(NamedTuple):
+    """What :meth:`torchfix_core.Fix.probe` found on the live objects.
+
+    ``needed`` is True when the bug is present and the patch points have the expected shape;
+    ``reason`` is the human explanation shown by doctor either way.
+    """
+
+    needed: bool
+    reason: str
+
+
+class FixStatus(NamedTuple):
+    """One row of :func:`torchfix_core.status`."""
+
+    id: str
+    distribution: str
+    version: str | None
+    state: str
+    reason: str
+    targets: Mapping[str, str]
+    upstream: tuple[str, ...]
+    summary: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "distribution": self.distribution,
+            "version": self.version,
+            "state": self.state,
+            "reason": self.reason,
+            "targets": dict(self.targets),
+            "upstream": list(self.upstream),
+            "summary": self.summary,
+        }

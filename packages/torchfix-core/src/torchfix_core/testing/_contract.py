@@ -1,0 +1,104 @@
+"""The contract every fix passes: pytest side (spawns one subprocess per case)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import ClassVar, Mapping, Sequence
+
+CASES = (
+    "activated_at_import_torch",
+    "import_then_apply",
+    "apply_then_import",
+    "apply_twice",
+    "apply_revert_apply",
+    "revert_first",
+    "disabled_by_env",
+    "disabled_by_enabled_flag",
+    "out_of_range_noop",
+    "forced_out_of_range",
+    "probe_false_noop",
+    "failure_rolls_back",
+    "strict_failure_raises",
+)
+
+
+def run_case(
+    case: str,
+    fix_id: str,
+    patched: Sequence[tuple[str, str]],
+    expected_state: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+) -> dict[str, object]:
+    """Run one contract case in a fresh interpreter; raise AssertionError with its output on failure."""
+    config = {"case": case, "fix_id": fix_id, "patched": [list(p) for p in patched], "expected": expected_state}
+    from torchfix_core.testing._cases import case_env
+
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    child_env.update(case_env(case, fix_id))
+    child_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchfix_core.testing._cases", json.dumps(config)],
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"contract case {case!r} for {fix_id!r} failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+class FixContract:
+    """Mix-in of contract tests. Set ``fix_id`` and ``patched``; override ``expected_state``
+    (``"applied"`` or ``"not-needed"``) where the bug is absent on the installed version."""
+
+    fix_id: ClassVar[str]
+    patched: ClassVar[Sequence[tuple[str, str]]]
+    expected_state: ClassVar[str] = "applied"
+    extra_env: ClassVar[Mapping[str, str]] = {}
+
+    def _run(self, case: str) -> dict[str, object]:
+        return run_case(case, self.fix_id, self.patched, self.expected_state, self.extra_env)
+
+    def test_contract_activated_at_import_torch(self) -> None:
+        self._run("activated_at_import_torch")
+
+    def test_contract_import_then_apply(self) -> None:
+        self._run("import_then_apply")
+
+    def test_contract_apply_then_import(self) -> None:
+        self._run("apply_then_import")
+
+    def test_contract_apply_twice(self) -> None:
+        self._run("apply_twice")
+
+    def test_contract_apply_revert_apply(self) -> None:
+        self._run("apply_revert_apply")
+
+    def test_contract_revert_first(self) -> None:
+        self._run("revert_first")
+
+    def test_contract_disabled_by_env(self) -> None:
+        self._run("disabled_by_env")
+
+    def test_contract_disabled_by_enabled_flag(self) -> None:
+        self._run("disabled_by_enabled_flag")
+
+    def test_contract_out_of_range_noop(self) -> None:
+        self._run("out_of_range_noop")
+
+    def test_contract_forced_out_of_range(self) -> None:
+        self._run("forced_out_of_range")
+
+    def test_contract_probe_false_noop(self) -> None:
+        self._run("probe_false_noop")
+
+    def test_contract_failure_rolls_back(self) -> None:
+        self._run("failure_rolls_back")
+
+    def test_contract_strict_failure_raises(self) -> None:
+        self._run("strict_failure_raises")
