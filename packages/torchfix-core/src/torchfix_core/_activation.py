@@ -29,5 +29,16 @@ def activate_safely(source: str) -> None:
 
 
 def torch_backends_entry() -> None:
-    """The ``torch.backends`` entry point (registered by torchfix-core)."""
+    """The ``torch.backends`` entry point (registered by torchfix-core).
+
+    ``TORCHFIX_AUTOLOAD=0`` is honoured before anything else, so that turning torchfix off costs
+    nothing beyond importing this module (no entry-point scan, no spec loading).
+    """
+    import os
+
+    from torchfix_core import _env, _registry
+
+    if not _env.parse_bool("TORCHFIX_AUTOLOAD", os.environ.get("TORCHFIX_AUTOLOAD"), True, []):
+        _registry._state.activation = {"source": "off", "detail": "TORCHFIX_AUTOLOAD=0"}
+        return
     activate_safely("torch.backends")

@@ -10,7 +10,11 @@ with a reason naming the problem.
 from __future__ import annotations
 
 import heapq
-from typing import Iterable
+import os
+import pathlib
+import re
+import sys
+from typing import Iterable, Sequence
 
 from torchfix_core.spec import FixSpec
 
@@ -28,43 +32,105 @@ FAMILY: dict[str, str] = {
 
 
 class Discovered:
-    """One entry point of the group, loaded or not."""
+    """One entry point of the group, loaded or not. ``distribution`` and ``version`` are read
+    from the distribution's METADATA only when asked (doctor), not at ``import torch``."""
 
-    __slots__ = ("id", "spec", "distribution", "version", "error")
+    __slots__ = ("id", "spec", "error", "_dist", "_meta")
 
-    def __init__(self, id: str, spec: FixSpec | None, distribution: str, version: str | None, error: str) -> None:
+    def __init__(self, id: str, spec: FixSpec | None, dist: object, error: str) -> None:
         self.id = id
         self.spec = spec
-        self.distribution = distribution
-        self.version = version
         self.error = error
+        self._dist = dist
+        self._meta: tuple[str, str | None] | None = None
+
+    def _metadata(self) -> tuple[str, str | None]:
+        if self._meta is None:
+            try:
+                self._meta = (getattr(self._dist, "name", None) or "?", getattr(self._dist, "version", None))
+            except Exception:  # noqa: BLE001 - unreadable METADATA is shown, not raised
+                self._meta = ("?", None)
+        return self._meta
+
+    @property
+    def distribution(self) -> str:
+        return self._metadata()[0]
+
+    @property
+    def version(self) -> str | None:
+        return self._metadata()[1]
 
 
 def _load(entry_point: object) -> Discovered:
     name: str = entry_point.name  # type: ignore[attr-defined]
     dist = getattr(entry_point, "dist", None)
-    distribution = getattr(dist, "name", None) or "?"
-    version = getattr(dist, "version", None)
     try:
         spec = entry_point.load()  # type: ignore[attr-defined]
     except BaseException as exc:  # noqa: BLE001 - a broken plugin must not break import torch
         if isinstance(exc, KeyboardInterrupt):
             raise
         value = entry_point.value  # type: ignore[attr-defined]
-        return Discovered(name, None, distribution, version, f"entry point {value!r} cannot be loaded: {type(exc).__name__}: {exc}")
+        return Discovered(name, None, dist, f"entry point {value!r} cannot be loaded: {type(exc).__name__}: {exc}")
     if not isinstance(spec, FixSpec):
-        return Discovered(name, None, distribution, version, f"entry point loads a {type(spec).__name__}, not a torchfix_core.FixSpec")
+        return Discovered(name, None, dist, f"entry point loads a {type(spec).__name__}, not a torchfix_core.FixSpec")
     if spec.id != name:
-        return Discovered(name, None, distribution, version, f"FixSpec id {spec.id!r} differs from its entry-point name {name!r}")
-    return Discovered(name, spec, distribution, version, "")
+        return Discovered(name, None, dist, f"FixSpec id {spec.id!r} differs from its entry-point name {name!r}")
+    return Discovered(name, spec, dist, "")
+
+
+def scan_entry_points(group: str = GROUP, path: Sequence[str] | None = None) -> list[object]:
+    """The entry points of ``group`` installed on ``path`` (default ``sys.path``), first
+    distribution of a name wins, exactly as :func:`importlib.metadata.entry_points` decides.
+
+    ``importlib.metadata`` parses every distribution's METADATA to learn its name, which costs
+    milliseconds at ``import torch``; this scan takes the name from the ``.dist-info`` directory
+    (normalized as in PEP 503) and opens ``entry_points.txt`` only. Path entries that are not
+    directories (zip files, eggs) are handed to ``importlib.metadata``.
+    """
+    import importlib.metadata as md
+
+    found: list[object] = []
+    seen: set[str] = set()
+    header = f"[{group}]"
+    for entry in sys.path if path is None else path:
+        directory = entry or "."
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            if os.path.isfile(directory):
+                for dist in md.distributions(path=[directory]):
+                    key = _normalize(dist.metadata["Name"] or "")
+                    if key not in seen:
+                        seen.add(key)
+                        found.extend(ep for ep in dist.entry_points if ep.group == group)
+            continue
+        for name in names:
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            key = _normalize(name.rpartition(".")[0].split("-")[0])
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                with open(os.path.join(directory, name, "entry_points.txt"), encoding="utf-8") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            if header not in text:
+                continue
+            dist = md.PathDistribution(pathlib.Path(directory, name))
+            found.extend(ep for ep in dist.entry_points if ep.group == group)
+    return found
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def discover(entry_points: Iterable[object] | None = None) -> list[Discovered]:
     """Load every fix of the group and return them in application order (failed ones last)."""
     if entry_points is None:
-        from importlib.metadata import entry_points as _eps
-
-        entry_points = _eps(group=GROUP)
+        entry_points = scan_entry_points()
     found: dict[str, Discovered] = {}
     duplicates: list[Discovered] = []
     for ep in entry_points:

@@ -80,7 +80,9 @@ def render(report: dict[str, Any]) -> str:
     lines = [f"torchfix-core {report['torchfix_core']} on Python {report['python']}"]
     t = report["torch"]
     if t["installed"]:
-        lines.append(f"torch {t['version']} (CUDA {t['cuda'] or 'none'}, GPU available: {t['cuda_available']}, git {str(t['git'])[:12]})")
+        lines.append(
+            f"torch {t['version']} (CUDA {t['cuda'] or 'none'}, GPU available: {t['cuda_available']}, git {str(t['git'])[:12]})"
+        )
     else:
         lines.append(f"torch: not importable ({t['error']})")
     a = report["activation"]

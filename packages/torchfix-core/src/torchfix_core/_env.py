@@ -28,8 +28,17 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 _BOOL_ACCEPTED = "1/0, true/false, yes/no, on/off"
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-_ENABLED = re.compile(r"^TORCHFIX_([A-Z0-9_]+)_ENABLED$")
-_KNOWN_VARS = {"AUTOLOAD", "DISABLE", "FORCE", "STRICT", "LOG", "ACTIVATION_SOURCE", "AOT_FALLBACK_STRICT", "AOT_FALLBACK_MEMO"}
+_ENABLED = r"^TORCHFIX_([A-Z0-9_]+)_ENABLED$"
+_KNOWN_VARS = {
+    "AUTOLOAD",
+    "DISABLE",
+    "FORCE",
+    "STRICT",
+    "LOG",
+    "ACTIVATION_SOURCE",
+    "AOT_FALLBACK_STRICT",
+    "AOT_FALLBACK_MEMO",
+}
 """Variables read here, plus ones a fix package reads itself (listed so they are not 'unknown')."""
 
 _emitted: set[str] = set()
@@ -122,7 +131,9 @@ def read_settings(known_ids: Iterable[str], environ: Mapping[str, str] | None = 
     problems = settings.problems
     settings.autoload = parse_bool("TORCHFIX_AUTOLOAD", env.get("TORCHFIX_AUTOLOAD"), True, problems)
     settings.strict = parse_bool("TORCHFIX_STRICT", env.get("TORCHFIX_STRICT"), False, problems)
-    settings.disable_all, settings.disabled = _parse_ids("TORCHFIX_DISABLE", env.get("TORCHFIX_DISABLE"), known, problems)
+    settings.disable_all, settings.disabled = _parse_ids(
+        "TORCHFIX_DISABLE", env.get("TORCHFIX_DISABLE"), known, problems
+    )
     settings.force_all, settings.forced = _parse_ids("TORCHFIX_FORCE", env.get("TORCHFIX_FORCE"), known, problems)
     raw_level = env.get("TORCHFIX_LOG")
     if raw_level is not None and raw_level.strip():
@@ -134,7 +145,7 @@ def read_settings(known_ids: Iterable[str], environ: Mapping[str, str] | None = 
     for name in sorted(env):
         if not name.startswith(PREFIX):
             continue
-        match = _ENABLED.match(name)
+        match = re.match(_ENABLED, name)
         if match:
             fix_id = by_key.get(name)
             if fix_id is None:

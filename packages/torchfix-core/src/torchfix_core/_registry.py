@@ -113,7 +113,8 @@ def _version_of(module_name: str) -> str | None:
     if version is not None:
         return str(version)
     try:
-        from importlib.metadata import PackageNotFoundError, version as dist_version
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as dist_version
 
         return dist_version(module_name)
     except (PackageNotFoundError, ValueError):
@@ -177,7 +178,7 @@ def _apply_now(entry: _Entry, strict: bool | None = None) -> None:
                 raise
             _set(entry, APPLIED, reason)
             log.info("torchfix: applied %s (%s)", entry.id, reason)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure becomes a recorded state
             kind = "refused" if isinstance(exc, PatchRefused) else f"{step} raised {type(exc).__name__}"
             _set(entry, FAILED, f"{kind}: {exc}")
             log.warning("torchfix: fix %r failed: %s", entry.id, entry.reason)
@@ -229,7 +230,9 @@ def _select(only: Iterable[str] | None, exclude: Iterable[str] | None) -> list[_
     return [e for i, e in known.items() if (only_list is None or i in only_list) and i not in exclude_list]
 
 
-def apply(only: Iterable[str] | None = None, exclude: Iterable[str] | None = None, *, strict: bool | None = None) -> list[FixStatus]:
+def apply(
+    only: Iterable[str] | None = None, exclude: Iterable[str] | None = None, *, strict: bool | None = None
+) -> list[FixStatus]:
     """Apply the selected installed fixes now, or as soon as their trigger modules are imported.
 
     Fixes the environment disables stay disabled; broken fixes stay failed. Re-applying an applied
@@ -293,7 +296,9 @@ def status() -> list[FixStatus]:
         present = {r.id for r in rows}
         for fix_id, distribution in FAMILY.items():
             if fix_id not in present:
-                rows.append(FixStatus(fix_id, distribution, None, NOT_INSTALLED, f"{distribution} is not installed", {}, (), ""))
+                rows.append(
+                    FixStatus(fix_id, distribution, None, NOT_INSTALLED, f"{distribution} is not installed", {}, (), "")
+                )
         return rows
 
 

@@ -230,8 +230,7 @@ class PatchSet:
                     setattr(record.owner, record.name, record.original)
                 else:
                     problems.append(
-                        f"{_describe(record.owner, record.name)} was replaced after torchfix patched it; "
-                        "left as it is"
+                        f"{_describe(record.owner, record.name)} was replaced after torchfix patched it; left as it is"
                     )
         return problems
 

@@ -7,7 +7,7 @@ standard library so that discovery at ``import torch`` costs microseconds per fi
 
 from __future__ import annotations
 
-from typing import Mapping, NamedTuple, Sequence
+from typing import Iterator, Mapping, Sequence
 
 #: Every state a fix can be in, as shown by :func:`torchfix_core.status` and ``torchfix-doctor``.
 APPLIED = "applied"
@@ -83,28 +83,57 @@ class FixSpec:
         return f"FixSpec(id={self.id!r}, targets={self.targets!r}, triggers={self.triggers!r})"
 
 
-class ProbeResult(NamedTuple):
+class ProbeResult:
     """What :meth:`torchfix_core.Fix.probe` found on the live objects.
 
     ``needed`` is True when the bug is present and the patch points have the expected shape;
-    ``reason`` is the human explanation shown by doctor either way.
+    ``reason`` is the human explanation shown by doctor either way. Unpacks as ``(needed, reason)``.
+    (A plain class rather than a NamedTuple: this module is imported at ``import torch``.)
     """
 
-    needed: bool
-    reason: str
+    __slots__ = ("needed", "reason")
+
+    def __init__(self, needed: bool, reason: str) -> None:
+        self.needed = bool(needed)
+        self.reason = reason
+
+    def __iter__(self) -> Iterator[object]:
+        return iter((self.needed, self.reason))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ProbeResult) and (self.needed, self.reason) == (other.needed, other.reason)
+
+    def __repr__(self) -> str:
+        return f"ProbeResult(needed={self.needed!r}, reason={self.reason!r})"
 
 
-class FixStatus(NamedTuple):
+class FixStatus:
     """One row of :func:`torchfix_core.status`."""
 
-    id: str
-    distribution: str
-    version: str | None
-    state: str
-    reason: str
-    targets: Mapping[str, str]
-    upstream: tuple[str, ...]
-    summary: str
+    __slots__ = ("id", "distribution", "version", "state", "reason", "targets", "upstream", "summary")
+
+    def __init__(
+        self,
+        id: str,
+        distribution: str,
+        version: str | None,
+        state: str,
+        reason: str,
+        targets: Mapping[str, str],
+        upstream: tuple[str, ...],
+        summary: str,
+    ) -> None:
+        self.id = id
+        self.distribution = distribution
+        self.version = version
+        self.state = state
+        self.reason = reason
+        self.targets = targets
+        self.upstream = upstream
+        self.summary = summary
+
+    def __repr__(self) -> str:
+        return f"FixStatus(id={self.id!r}, state={self.state!r}, reason={self.reason!r})"
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -81,7 +81,7 @@ class Case:
             assert cur is not before, f"{when}: {m}.{p} is still the original object"
         return now
 
-    def impl_class(self) -> type:
+    def impl_class(self) -> Any:
         from torchfix_core import _registry
 
         module_name, _, attr = _registry.entries()[self.fix_id].spec.implementation.partition(":")
@@ -113,6 +113,7 @@ class Case:
 
     def apply_then_import(self) -> None:
         import torch  # noqa: F401
+
         from torchfix_core import _registry
 
         triggers = _registry.entries()[self.fix_id].spec.triggers

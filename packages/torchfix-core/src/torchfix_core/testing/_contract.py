@@ -48,7 +48,9 @@ def run_case(
         timeout=timeout,
     )
     if proc.returncode != 0:
-        raise AssertionError(f"contract case {case!r} for {fix_id!r} failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(
+            f"contract case {case!r} for {fix_id!r} failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 

@@ -1,0 +1,106 @@
+"""Sessions of the torchfix monorepo.
+
+    nox -s tests                 every package's tests + tests/ against the default torch (2.13.0)
+    nox -s "tests_torch(2.15.0)" the same against another torch release (2.10 ... 2.15)
+    nox -s lint typecheck        ruff check + format check; mypy
+    nox -s import_time           what activation adds to `import torch` (benchmarks/import_time.py)
+    nox -s demo                  doctor output, activation, and each fix's demo section
+
+The default sessions use pip (which, on the CPU CI machines, finds the local CPU build of torch
+2.13.0); the torch matrix uses uv, which installs the 4.5 GB CUDA builds from its cache quickly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PACKAGES = ROOT / "packages"
+FIXTURES = PACKAGES / "torchfix-core" / "tests" / "fixtures"
+DEFAULT_TORCH = "2.13.0"
+TORCH_MATRIX = ["2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.1", "2.15.0"]
+TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy"]
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_existing_virtualenvs = False
+
+
+def fix_packages() -> list[Path]:
+    """Every fix package (torchfix-core and torchfix-all excluded), by name."""
+    return sorted(p for p in PACKAGES.glob("torchfix-*") if p.name not in ("torchfix-core", "torchfix-all"))
+
+
+def install_torchfix(session: nox.Session, *, fixtures: bool = True) -> None:
+    """Install torchfix-core, every fix package and torchfix-all as real wheels (entry points and
+    all), plus the test-tree fixes used by the core's tests."""
+    targets = [PACKAGES / "torchfix-core", *fix_packages(), PACKAGES / "torchfix-all"]
+    if fixtures:
+        targets += [FIXTURES / "torchfix-demo-checkpoint", FIXTURES / "torchfix-demo-dynamo"]
+    session.install("--no-build-isolation", *map(str, targets))
+
+
+def test_paths() -> list[str]:
+    paths = [str(p / "tests") for p in [PACKAGES / "torchfix-core", *fix_packages()] if (p / "tests").is_dir()]
+    return paths + [str(ROOT / "tests")]
+
+
+def run_pytest(session: nox.Session) -> None:
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    session.run("python", "-m", "pytest", "-q", "-m", "not gpu", *session.posargs, *test_paths(), env=env)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """All tests on the default torch (CPU build where the machine has one)."""
+    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS)
+    install_torchfix(session)
+    session.run("python", str(ROOT / "scripts" / "generate.py"), "--check")
+    run_pytest(session)
+
+
+@nox.session(venv_backend="uv")
+@nox.parametrize("torch", [nox.param(v, id=v) for v in TORCH_MATRIX])
+def tests_torch(session: nox.Session, torch: str) -> None:
+    """All tests against one torch release (CUDA builds from the registry run on the CPU)."""
+    session.install(f"torch=={torch}", *TEST_TOOLS)
+    install_torchfix(session)
+    run_pytest(session)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    session.install("mypy", f"torch=={DEFAULT_TORCH}", "packaging", "pytest", "hatchling")
+    install_torchfix(session, fixtures=False)
+    sources = [str(p / "src") for p in [PACKAGES / "torchfix-core", *fix_packages()]]
+    session.run("mypy", *sources)
+
+
+@nox.session
+def import_time(session: nox.Session) -> None:
+    """Measure what torchfix adds to `import torch` (all real fixes installed, no test fixtures)."""
+    session.install(f"torch=={DEFAULT_TORCH}", "packaging", "hatchling")
+    install_torchfix(session, fixtures=False)
+    session.run("python", str(ROOT / "benchmarks" / "import_time.py"), *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """What torchfix does, in a few minutes on a CPU: activation, doctor, each fix before/after."""
+    session.install(f"torch=={DEFAULT_TORCH}", "packaging", "hatchling", "numpy")
+    install_torchfix(session, fixtures=False)
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    session.run("python", str(ROOT / "scripts" / "demo_activation.py"), env=env)
+    for package in fix_packages():
+        script = package / "demo.py"
+        if script.is_file():
+            session.run("python", str(script), env=env)
+    session.run("torchfix-doctor")

@@ -1,0 +1,158 @@
+"""Activation at import torch and its fallbacks, each in a fresh interpreter with real torch and
+the test-tree fixes installed as real distributions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+TORCH_MODULES = "print(json.dumps(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))))"
+
+
+def states(report: dict) -> dict[str, str]:
+    return {f["id"]: f["state"] for f in report["fixes"]}
+
+
+def test_import_torch_activates_without_importing_any_extra_torch_module(run_py) -> None:
+    code = (
+        "import json, sys, torch\n"
+        "from torchfix_core import _registry, status\n"
+        f"{TORCH_MODULES}\n"
+        "print(json.dumps(_registry.activation()))\n"
+        "print(json.dumps({r.id: r.state for r in status()}))\n"
+    )
+    proc = run_py(code)
+    loaded, activation, state = (json.loads(line) for line in proc.stdout.strip().splitlines()[-3:])
+    baseline = json.loads(run_py(code, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}).stdout.strip().splitlines()[-3])
+    assert sorted(set(loaded) - set(baseline)) == []
+    assert not any(m.startswith(("torch._dynamo", "torch._inductor")) for m in loaded)
+    assert activation["source"] == "torch.backends"
+    assert state["demo-checkpoint"] == "applied"  # trigger already imported by import torch
+    assert state["demo-dynamo"] == "pending"  # waits for torch._dynamo
+
+
+def test_acceptance_one_liner_prints_false(run_py) -> None:
+    proc = run_py(
+        "import torch, sys; print(any(m.startswith(('torch._dynamo','torch._inductor')) for m in sys.modules))"
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_pending_fix_applies_when_its_trigger_is_imported(run_py) -> None:
+    proc = run_py(
+        "import torch, torch._dynamo, json\n"
+        "from torchfix_demo_dynamo.patch import CALLS\n"
+        "torch._dynamo.reset()\n"
+        "print(json.dumps([{r.id: r.state for r in __import__('torchfix_core').status()}, CALLS['reset']]))\n"
+    )
+    state, calls = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert state["demo-dynamo"] == "applied" and calls == 1
+
+
+def test_doctor_json_lists_the_test_tree_fixes_with_their_states(run_py, doctor_json) -> None:
+    report = doctor_json()
+    assert report["activation"]["source"] == "torch.backends"
+    got = states(report)
+    assert got["demo-checkpoint"] == "applied" and got["demo-dynamo"] == "applied"
+    assert got["autotune"] in ("not-installed", "applied", "not-needed", "pending")
+    row = next(f for f in report["fixes"] if f["id"] == "demo-dynamo")
+    assert row["version"] == "0.0.1" and row["targets"] == {"torch": ">=2.5,<2.99"}
+    assert row["upstream"] == ["https://example.invalid/demo-dynamo"] and row["reason"]
+
+
+def test_doctor_no_resolve_leaves_lazy_fixes_pending(run_py) -> None:
+    proc = run_py("from torchfix_core._doctor import main; main(['--json', '--no-resolve'])")
+    assert states(json.loads(proc.stdout))["demo-dynamo"] == "pending"
+
+
+def test_torchfix_autoload_0_turns_activation_off(run_py, doctor_json) -> None:
+    report = doctor_json(env={"TORCHFIX_AUTOLOAD": "0"})
+    assert report["activation"] == {"source": "off", "detail": "TORCHFIX_AUTOLOAD=0"}
+    assert states(report)["demo-checkpoint"] == "pending"
+    assert "not activated" in next(f["reason"] for f in report["fixes"] if f["id"] == "demo-checkpoint")
+
+
+def test_disable_env_shows_disabled_with_reason(run_py, doctor_json) -> None:
+    report = doctor_json(env={"TORCHFIX_DISABLE": "demo-dynamo"})
+    row = next(f for f in report["fixes"] if f["id"] == "demo-dynamo")
+    assert row["state"] == "disabled" and "TORCHFIX_DISABLE" in row["reason"]
+
+
+def test_torch_autoload_off_then_auto_module_activates(run_py, doctor_json) -> None:
+    off = doctor_json(env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert off["activation"]["source"] == "off" and "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in off["activation"]["detail"]
+    proc = run_py(
+        "import torchfix_core.auto, sys\n"
+        "assert 'torch' not in sys.modules\n"
+        "import torch, json\n"
+        "from torchfix_core import _registry, status\n"
+        "print(json.dumps([_registry.activation()['source'], {r.id: r.state for r in status()}]))\n",
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    )
+    source, state = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert source == "torchfix_core.auto" and state["demo-checkpoint"] == "applied"
+
+
+def test_auto_module_after_torch_activates_at_once(run_py) -> None:
+    proc = run_py(
+        "import torch, json\nimport torchfix_core.auto\nfrom torchfix_core import _registry\n"
+        "print(_registry.activation()['source'])\n",
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "torchfix_core.auto"
+
+
+def test_launcher_activates_in_child_processes() -> None:
+    code = (
+        "import subprocess, sys, json\n"
+        "child = subprocess.run([sys.executable, '-c', 'import torch; from torchfix_core import _registry; "
+        'print(_registry.activation()["source"])\'], capture_output=True, text=True)\n'
+        "print(child.stdout.strip())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchfix_core._launcher", "--", sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "torchfix-run"
+
+
+def test_launcher_usage_and_missing_command() -> None:
+    from torchfix_core._launcher import main
+
+    assert main([]) == 2
+    assert main(["--", "/definitely/not/a/command"]) == 127
+
+
+def test_reentrant_import_of_torch_inside_activation_is_harmless(run_py) -> None:
+    # a fix whose probe imports torch again while activation runs: activation must not recurse
+    proc = run_py(
+        "import torchfix_core\n"
+        "from torchfix_core import _registry\n"
+        "calls = []\n"
+        "orig = _registry.activate\n"
+        "def spy(source):\n"
+        "    calls.append(source)\n"
+        "    import torch  # re-entrant\n"
+        "    orig(source)\n"
+        "    orig(source)\n"
+        "_registry.activate = spy\n"
+        "import torch\n"
+        "print(calls, _registry.activation()['source'])\n"
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "['torch.backends'] torch.backends"
+
+
+def test_strict_mode_and_api_errors(run_py) -> None:
+    proc = run_py(
+        "import torch\nimport torchfix_core\n"
+        "try:\n    torchfix_core.apply(only=['nope'])\nexcept torchfix_core.TorchfixError as e:\n    print('ERR', e)\n"
+    )
+    assert "ERR unknown fix id(s) ['nope']" in proc.stdout

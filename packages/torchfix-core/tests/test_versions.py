@@ -1,0 +1,31 @@
+"""Version gating accepts local tags, nightlies and vendor builds (BRIEF.md section 1.4)."""
+
+import pytest
+from torchfix_core._versions import AMBIGUOUS, IN_RANGE, OUT_OF_RANGE, judge
+
+
+@pytest.mark.parametrize(
+    "version, spec, verdict",
+    [
+        ("2.13.0", ">=2.12,<2.16", IN_RANGE),
+        ("2.13.0+cpu", ">=2.12,<2.16", IN_RANGE),
+        ("2.15.0+cu132", ">=2.12,<2.16", IN_RANGE),
+        ("2.11.0+cu130", ">=2.12,<2.16", OUT_OF_RANGE),
+        ("2.16.0", ">=2.12,<2.16", OUT_OF_RANGE),
+        ("2.6.0+cu124", ">=2.5,<2.8", IN_RANGE),
+        ("2.6.0a0+ecf3bae40a.nv25.01", ">=2.5,<2.8", IN_RANGE),  # NGC
+        ("2.7.0.dev20250301+cu126", ">=2.5,<2.8", IN_RANGE),  # nightly inside the range
+        ("2.8.0.dev20250601", ">=2.5,<2.8", OUT_OF_RANGE),  # nightly of the excluded bound
+        ("2.12.0a0+git1234.nv26.01", ">=2.12,<2.16", AMBIGUOUS),  # vendor build of the lower bound
+        ("2.12.0.dev20260101", ">=2.12,<2.16", AMBIGUOUS),
+        ("not-a-version", ">=2.12", AMBIGUOUS),
+    ],
+)
+def test_judge(version: str, spec: str, verdict: str) -> None:
+    got, reason = judge(version, spec)
+    assert got == verdict, reason
+    assert reason
+
+
+def test_invalid_specifier_is_ambiguous_not_a_crash() -> None:
+    assert judge("2.13.0", "~~2")[0] == AMBIGUOUS

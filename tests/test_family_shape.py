@@ -1,0 +1,100 @@
+"""Every package of the family has the same shape (docs/adding-a-fix.md), checked on the source tree
+and on what is installed."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from importlib.metadata import distribution
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    tomllib = None  # type: ignore[assignment]
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ROOT / "packages"
+FIXES = sorted(p for p in PACKAGES.glob("torchfix-*") if p.name not in ("torchfix-core", "torchfix-all"))
+ALL = [PACKAGES / "torchfix-core", *FIXES, PACKAGES / "torchfix-all"]
+
+
+def module_dir(package: Path) -> Path:
+    return package / "src" / package.name.replace("-", "_")
+
+
+def pyproject(package: Path) -> dict:
+    if tomllib is None:
+        pytest.skip("tomllib needs Python 3.11")
+    return tomllib.loads((package / "pyproject.toml").read_text())
+
+
+@pytest.mark.parametrize("package", ALL, ids=lambda p: p.name)
+def test_package_has_the_shared_shape(package: Path) -> None:
+    mod = module_dir(package)
+    for required in ("__init__.py", "version.py", "py.typed"):
+        assert (mod / required).is_file(), f"{package.name}: missing src/{mod.name}/{required}"
+    assert (package / "README.md").is_file()
+    data = pyproject(package)
+    assert data["build-system"]["build-backend"] == "hatchling.build"
+    assert data["project"]["dynamic"] == ["version"]
+    assert data["tool"]["hatch"]["version"]["path"] == f"src/{mod.name}/version.py"
+    assert re.fullmatch(r'__version__ = "\d+\.\d+\.\d+"\n', (mod / "version.py").read_text())
+
+
+@pytest.mark.parametrize("package", ALL, ids=lambda p: p.name)
+def test_no_package_depends_on_torch(package: Path) -> None:
+    deps = pyproject(package)["project"].get("dependencies", [])
+    assert not [d for d in deps if re.match(r"^torch\b", d)], f"{package.name} must not move the user's torch"
+
+
+@pytest.mark.parametrize("package", FIXES, ids=lambda p: p.name)
+def test_fix_package_layout_and_entry_point(package: Path) -> None:
+    mod = module_dir(package)
+    fix_id = package.name.removeprefix("torchfix-")
+    for required in ("package.py", "patch.py"):
+        assert (mod / required).is_file(), f"{package.name}: missing {required}"
+    assert (package / "tests" / "test_contract.py").is_file()
+    assert (package / "demo.py").is_file()
+    assert (ROOT / "docs" / "fixes" / f"{fix_id}.md").is_file()
+    eps = pyproject(package)["project"]["entry-points"]["torchfix.fixes"]
+    assert eps == {fix_id: f"{mod.name}.package:FIX"}
+
+
+@pytest.mark.parametrize("package", FIXES, ids=lambda p: p.name)
+def test_entry_point_modules_import_nothing_heavy(package: Path) -> None:
+    """package.py and __init__.py are loaded at `import torch`: only torchfix_core.spec / own version."""
+    mod = module_dir(package)
+    for name in ("__init__.py", "package.py", "version.py"):
+        tree = ast.parse((mod / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            for imported in names:
+                assert imported in ("__future__", "torchfix_core.spec", f"{mod.name}.version", "typing"), (
+                    f"{package.name}/{name} imports {imported}"
+                )
+
+
+@pytest.mark.parametrize("package", FIXES, ids=lambda p: p.name)
+def test_installed_fix_registers_its_entry_point(package: Path) -> None:
+    dist = distribution(package.name)
+    names = [ep.name for ep in dist.entry_points if ep.group == "torchfix.fixes"]
+    assert names == [package.name.removeprefix("torchfix-")]
+
+
+def test_torchfix_all_dependencies_are_generated_and_current() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "generate.py"), "--check"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    deps = pyproject(PACKAGES / "torchfix-all")["project"]["dependencies"]
+    assert [re.split(r"[<>=]", d)[0] for d in deps] == [p.name for p in [PACKAGES / "torchfix-core", *FIXES]]
