@@ -41,14 +41,17 @@ def install_torchfix(session: nox.Session, *, fixtures: bool = True) -> None:
     session.install("--no-build-isolation", *map(str, targets))
 
 
-def test_paths() -> list[str]:
-    paths = [str(p / "tests") for p in [PACKAGES / "torchfix-core", *fix_packages()] if (p / "tests").is_dir()]
-    return paths + [str(ROOT / "tests")]
+def test_dirs() -> list[Path]:
+    dirs = [p / "tests" for p in [PACKAGES / "torchfix-core", *fix_packages()] if (p / "tests").is_dir()]
+    return [*dirs, ROOT / "tests"]
 
 
 def run_pytest(session: nox.Session) -> None:
+    """One pytest run per package (tests live beside each package and share file names such as
+    test_contract.py), then the cross-package tests; every run must pass."""
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    session.run("python", "-m", "pytest", "-q", "-m", "not gpu", *session.posargs, *test_paths(), env=env)
+    for directory in test_dirs():
+        session.run("python", "-m", "pytest", "-q", "-m", "not gpu", *session.posargs, str(directory), env=env)
 
 
 @nox.session

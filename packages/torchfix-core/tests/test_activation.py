@@ -45,10 +45,12 @@ def test_pending_fix_applies_when_its_trigger_is_imported(run_py) -> None:
         "import torch, torch._dynamo, json\n"
         "from torchfix_demo_dynamo.patch import CALLS\n"
         "torch._dynamo.reset()\n"
-        "print(json.dumps([{r.id: r.state for r in __import__('torchfix_core').status()}, CALLS['reset']]))\n"
+        "rows = {r.id: r for r in __import__('torchfix_core').status()}\n"
+        "print(json.dumps([rows['demo-dynamo'].state, rows['demo-dynamo'].reason, CALLS['reset']]))\n"
     )
-    state, calls = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert state["demo-dynamo"] == "applied" and calls == 1
+    state, reason, calls = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert state == "applied" and calls == 1
+    assert reason.endswith("; torch._dynamo.reset called 1 time(s)")  # Fix.runtime_note
 
 
 def test_doctor_json_lists_the_test_tree_fixes_with_their_states(run_py, doctor_json) -> None:

@@ -277,12 +277,20 @@ def revert(only: Iterable[str] | None = None, exclude: Iterable[str] | None = No
 
 def _row(entry: _Entry) -> FixStatus:
     spec = entry.item.spec
+    reason = entry.reason
+    if entry.impl is not None and entry.state == APPLIED:
+        try:
+            note = entry.impl.runtime_note()
+        except Exception as exc:  # noqa: BLE001 - status must always answer
+            note = f"runtime_note raised {type(exc).__name__}: {exc}"
+        if note:
+            reason = f"{reason}; {note}"
     return FixStatus(
         id=entry.id,
         distribution=entry.item.distribution,
         version=entry.item.version,
         state=entry.state,
-        reason=entry.reason,
+        reason=reason,
         targets=dict(spec.targets) if spec else {},
         upstream=spec.upstream if spec else (),
         summary=spec.summary if spec else "",

@@ -30,6 +30,11 @@ class Fix:
     def apply(self) -> None:
         raise NotImplementedError
 
+    def runtime_note(self) -> str:
+        """Extra facts gathered while the fix ran (e.g. "2 fallbacks: ..."), appended to the reason
+        shown by ``status()`` and doctor. Must be cheap and must not raise."""
+        return ""
+
     def revert(self) -> list[str]:
         """Undo every patch; returns the problems met (see :meth:`PatchSet.revert`)."""
         return self.patches.revert()
