@@ -84,3 +84,27 @@ def test_failed_import_keeps_the_hook_pending(fresh_module) -> None:
     assert seen == [] and name in _import_hooks.pending()
     sys.modules.pop(name, None)
     _import_hooks.cancel(callback)
+
+
+def test_hook_waits_until_the_import_in_progress_has_finished(fresh_module) -> None:
+    # outer imports the trigger half-way through its own body, like torch._dynamo importing
+    # torch.distributed.tensor: the hook must not see a partially initialized outer module
+    trigger = fresh_module("tf_hook_trigger")
+    outer = fresh_module("tf_hook_outer", f"import {trigger}\nDEFINED_LATER = 'complete'\n")
+    seen = []
+    when_imported(trigger, lambda m: seen.append(getattr(sys.modules[outer], "DEFINED_LATER", "partial")))
+    importlib.import_module(outer)
+    assert seen == ["complete"]
+    assert type(sys.modules[outer].__spec__).__name__ == "ModuleSpec"
+    assert not hasattr(type(sys.modules[outer].__spec__), "_torchfix_watch")
+
+
+def test_when_imported_on_a_module_still_initializing_waits_for_it(fresh_module) -> None:
+    outer = fresh_module(
+        "tf_hook_self",
+        "import sys\nfrom torchfix_core._import_hooks import when_imported\n"
+        "SEEN = []\nwhen_imported(__name__, lambda m: SEEN.append(getattr(m, 'LAST', 'partial')))\n"
+        "LAST = 'complete'\n",
+    )
+    module = importlib.import_module(outer)
+    assert module.SEEN == ["complete"]

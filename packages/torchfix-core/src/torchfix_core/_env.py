@@ -112,10 +112,12 @@ def _parse_ids(name: str, raw: str | None, known: Iterable[str], problems: list[
             problems.append(f"{name}={raw!r} mixes 'all' with fix ids; treating it as 'all'")
         return True, set()
     chosen: set[str] = set()
+    if "" in ids:
+        problems.append(f"{name}={raw!r} has an empty entry (accepted: comma-separated fix ids or 'all')")
     for part in ids:
         if not part:
-            problems.append(f"{name}={raw!r} has an empty entry (accepted: comma-separated fix ids or 'all')")
-        elif part not in known_set:
+            continue
+        if part not in known_set:
             accepted = ", ".join(sorted(known_set)) or "none installed"
             problems.append(f"{name} names unknown fix id {part!r}; ignored (known ids: {accepted}, or 'all')")
         else:

@@ -2,9 +2,16 @@
 
 :func:`when_imported` fires at once if the module is already in ``sys.modules``; otherwise a
 ``sys.meta_path`` finder wraps the module's loader so that the callback runs right after
-``exec_module`` returns (the module is complete, and the importer has not seen it yet). The
-loader is restored on the module afterwards, so ``module.__loader__`` and ``__spec__.loader`` are
-torch's own. Nothing here imports the watched module.
+``exec_module`` returns. The loader is restored on the module afterwards, so ``module.__loader__``
+and ``__spec__.loader`` are the original ones. Nothing here imports the watched module.
+
+**Settled imports.** A trigger module is often imported *while another import is still running*
+(``torch.distributed.tensor`` is imported half-way through ``import torch._dynamo``; everything is
+imported half-way through ``import torch``). A fix probing at that moment would see partially
+initialized modules (``partially initialized module 'torch._dynamo' has no attribute ...``). So
+callbacks are deferred until no other module is initializing: the specs of the modules still
+initializing are watched, and the callbacks fire the moment the last of them is marked done by the
+import system (``spec._initializing = False``, set in ``importlib._bootstrap._load_unlocked``).
 
 Callbacks must not raise; if one does, the exception is passed to the ``on_error`` callback given
 at registration (the registry records it as a failed fix) and the import still succeeds.
@@ -25,6 +32,75 @@ ErrorCallback = Callable[[BaseException], None]
 _lock = threading.RLock()
 _hooks: dict[str, list[tuple[Callback, ErrorCallback | None]]] = {}
 _resolving = threading.local()
+_deferred: list[tuple[ModuleType, list[tuple[Callback, ErrorCallback | None]]]] = []
+_WATCH = "_torchfix_watch"
+
+
+def _busy(exclude: ModuleType | None) -> list[Any]:
+    """Specs of the modules (other than ``exclude``) that are still being initialized."""
+    specs = []
+    for module in list(sys.modules.values()):
+        spec = getattr(module, "__spec__", None)
+        if module is not exclude and spec is not None and getattr(spec, "_initializing", False):
+            specs.append(spec)
+    return specs
+
+
+def _watch(spec: Any) -> None:
+    """Call :func:`_settle` when the import system marks ``spec`` initialized.
+
+    The spec's class is swapped for a subclass whose ``__setattr__`` notices
+    ``_initializing = False``; the original class is put back at that moment.
+    """
+    cls = type(spec)
+    if getattr(cls, _WATCH, False):
+        return
+    original = cls
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name == "_initializing" and not value:
+            object.__setattr__(self, "__class__", original)
+            _settle()
+
+    watcher = type(f"{cls.__name__}", (cls,), {"__setattr__": __setattr__, _WATCH: True, "__module__": cls.__module__})
+    try:
+        object.__setattr__(spec, "__class__", watcher)
+    except TypeError:  # an exotic spec type: fall back to firing at the next settle or now
+        pass
+
+
+def _settle() -> None:
+    """Fire every deferred callback whose module no longer waits for another import."""
+    with _lock:
+        ready = []
+        for item in list(_deferred):
+            busy = _busy(None)
+            if busy:
+                for spec in busy:
+                    _watch(spec)
+            else:
+                _deferred.remove(item)
+                ready.append(item)
+    for module, callbacks in ready:
+        _fire(module, callbacks)
+
+
+def _fire_when_settled(
+    module: ModuleType, callbacks: list[tuple[Callback, ErrorCallback | None]], executed: bool = False
+) -> None:
+    """Fire now if no import is in progress, else defer. ``executed``: the module's own body has
+    run (called from its loader, before the import system marks it initialized)."""
+    if not callbacks:
+        return
+    busy = _busy(module if executed else None)
+    if not busy:
+        _fire(module, callbacks)
+        return
+    with _lock:
+        _deferred.append((module, callbacks))
+        for spec in busy:
+            _watch(spec)
 
 
 def _fire(module: ModuleType, callbacks: Sequence[tuple[Callback, ErrorCallback | None]]) -> None:
@@ -60,7 +136,7 @@ class _HookLoader(Loader):
                 spec.loader = self._loader
         with _lock:
             callbacks = _hooks.pop(self._name, [])
-        _fire(module, callbacks)
+        _fire_when_settled(module, callbacks, executed=True)
 
 
 class _HookFinder(MetaPathFinder):
@@ -91,8 +167,8 @@ _finder = _HookFinder()
 
 
 def when_imported(name: str, callback: Callback, on_error: ErrorCallback | None = None) -> None:
-    """Call ``callback(module)`` once ``name`` is imported: now if it already is, else right after
-    its first import completes. Each registration fires at most once."""
+    """Call ``callback(module)`` once ``name`` is imported and no other import is in progress: now if
+    that is already so, else as soon as it is. Each registration fires at most once."""
     with _lock:
         module = sys.modules.get(name)
         if module is None:
@@ -100,7 +176,7 @@ def when_imported(name: str, callback: Callback, on_error: ErrorCallback | None 
             if _finder not in sys.meta_path:
                 sys.meta_path.insert(0, _finder)
             return
-    _fire(module, [(callback, on_error)])
+    _fire_when_settled(module, [(callback, on_error)])
 
 
 def cancel(callback: Callback) -> None:
@@ -112,9 +188,18 @@ def cancel(callback: Callback) -> None:
                 _hooks[name] = kept
             else:
                 del _hooks[name]
+        for index, (module, callbacks) in reversed(list(enumerate(_deferred))):
+            kept = [entry for entry in callbacks if entry[0] is not callback]
+            if kept:
+                _deferred[index] = (module, kept)
+            else:
+                del _deferred[index]
 
 
 def pending() -> dict[str, int]:
     """Module name -> number of callbacks still waiting for it (for doctor and tests)."""
     with _lock:
-        return {name: len(entries) for name, entries in _hooks.items()}
+        waiting = {name: len(entries) for name, entries in _hooks.items()}
+        for module, callbacks in _deferred:
+            waiting[module.__name__] = waiting.get(module.__name__, 0) + len(callbacks)
+        return waiting

@@ -44,7 +44,7 @@ class TorchfixError(RuntimeError):
 
 
 class _Entry:
-    __slots__ = ("item", "state", "reason", "impl", "callback")
+    __slots__ = ("item", "state", "reason", "impl", "callback", "strict")
 
     def __init__(self, item: Discovered) -> None:
         self.item = item
@@ -52,6 +52,7 @@ class _Entry:
         self.reason = item.error or "torchfix is not activated in this process"
         self.impl: Fix | None = None
         self.callback: functools.partial[None] | None = None
+        self.strict: bool | None = None  # the strict= of the apply() call that scheduled it
 
     @property
     def id(self) -> str:
@@ -188,7 +189,7 @@ def _apply_now(entry: _Entry, strict: bool | None = None) -> None:
 def _on_trigger(fix_id: str, _module: ModuleType) -> None:
     entry = entries()[fix_id]
     if all(name in sys.modules for name in entry.spec.triggers):
-        _apply_now(entry)
+        _apply_now(entry, entry.strict)
 
 
 def _on_hook_error(fix_id: str, exc: BaseException) -> None:
@@ -201,6 +202,7 @@ def _on_hook_error(fix_id: str, exc: BaseException) -> None:
 
 def _schedule(entry: _Entry, strict: bool | None = None) -> None:
     """Move a fix to pending and hook its triggers, or apply it at once when they are imported."""
+    entry.strict = strict
     disabled, why = settings().is_disabled(entry.id)
     if disabled:
         _set(entry, DISABLED, why)
@@ -210,13 +212,16 @@ def _schedule(entry: _Entry, strict: bool | None = None) -> None:
             _set(entry, NOT_INSTALLED, f"{module_name} is not installed")
             return
     missing = [name for name in entry.spec.triggers if name not in sys.modules]
-    _set(entry, PENDING, f"waiting for {', '.join(missing)} to be imported" if missing else "applying")
-    if not missing:
-        _apply_now(entry, strict)
-        return
+    _set(
+        entry,
+        PENDING,
+        f"waiting for {', '.join(missing)} to be imported" if missing else "waiting for imports in progress to finish",
+    )
     entry.callback = functools.partial(_on_trigger, entry.id)
     on_error = functools.partial(_on_hook_error, entry.id)
-    for name in missing:
+    for name in missing or entry.spec.triggers[-1:]:
+        # fires at once when the module is imported and no other import is in progress (the usual
+        # case for an API call), else when the imports in progress have finished
         _import_hooks.when_imported(name, entry.callback, on_error)
 
 
