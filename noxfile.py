@@ -1,6 +1,8 @@
 """Sessions of the torchfix monorepo.
 
+    nox -t ci                    what CI runs: lint, tests, te(2.18.0), te(2.19.0)
     nox -s tests                 every package's tests + tests/ against the default torch (2.13.0)
+    nox -s "te(2.18.0)"          torchfix-fp8-recompute on one TransformerEngine release (1.13 ... 2.20)
     nox -s "tests_torch(2.15.0)" the same against another torch release (2.10 ... 2.15)
     nox -s lint typecheck        ruff check + format check; mypy
     nox -s import_time           what activation adds to `import torch` (benchmarks/import_time.py)
@@ -22,6 +24,10 @@ FIXTURES = PACKAGES / "torchfix-core" / "tests" / "fixtures"
 DEFAULT_TORCH = "2.13.0"
 TORCH_MATRIX = ["2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.1", "2.15.0"]
 TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy"]
+
+TE_VERSIONS = ["1.13.0", "2.1.0", "2.8.0", "2.14.1", "2.18.0", "2.19.0", "2.20.2"]
+TE_IN_CI = ("2.18.0", "2.19.0")  # the last release with the bug, the first without it
+TE_PURE_PYTHON_DEPS = ["pydantic", "einops", "onnx", "onnxscript", "nvdlfw-inspect", "packaging", "numpy", "triton"]
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = False
@@ -51,10 +57,10 @@ def run_pytest(session: nox.Session) -> None:
     test_contract.py), then the cross-package tests; every run must pass."""
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     for directory in test_dirs():
-        session.run("python", "-m", "pytest", "-q", "-m", "not gpu", *session.posargs, str(directory), env=env)
+        session.run("python", "-m", "pytest", "-q", "-m", "not gpu and not slow", *session.posargs, str(directory), env=env)
 
 
-@nox.session
+@nox.session(tags=["ci"])
 def tests(session: nox.Session) -> None:
     """All tests on the default torch (CPU build where the machine has one)."""
     session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS)
@@ -63,7 +69,7 @@ def tests(session: nox.Session) -> None:
     run_pytest(session)
 
 
-@nox.session(venv_backend="uv")
+@nox.session(venv_backend="uv|virtualenv")
 @nox.parametrize("torch", [nox.param(v, id=v) for v in TORCH_MATRIX])
 def tests_torch(session: nox.Session, torch: str) -> None:
     """All tests against one torch release (CUDA builds from the registry run on the CPU)."""
@@ -72,7 +78,26 @@ def tests_torch(session: nox.Session, torch: str) -> None:
     run_pytest(session)
 
 
-@nox.session
+@nox.session(venv_backend="uv|virtualenv")
+@nox.parametrize("te", [nox.param(v, id=v, tags=["ci"] if v in TE_IN_CI else []) for v in TE_VERSIONS])
+def te(session: nox.Session, te: str) -> None:
+    """torchfix-fp8-recompute against the real Python sources of one TransformerEngine release.
+
+    TE's compiled parts (the CUDA core library, the transformer_engine_torch extension) do not exist
+    on a CPU machine: tests/te_standins/ provides stand-ins for them (see its files), nothing else.
+    TE 1.x needs torch <= 2.8 (its softmax.py imports torch.onnx._type_utils, removed in 2.9).
+    """
+    package = PACKAGES / "torchfix-fp8-recompute"
+    torch = "torch==2.8.0" if te.startswith("1.") else f"torch=={DEFAULT_TORCH}"
+    session.install(torch, *TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
+    session.install("--no-deps", f"transformer-engine=={te}")
+    session.install("--no-deps", "--no-build-isolation", str(PACKAGES / "torchfix-core"), str(package))
+    session.run("python", str(package / "tests" / "te_standins" / "install.py"))
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    session.run("python", "-m", "pytest", "-q", "-m", "not gpu", *session.posargs, str(package / "tests"), env=env)
+
+
+@nox.session(tags=["ci"])
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")

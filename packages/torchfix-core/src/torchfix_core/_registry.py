@@ -260,8 +260,9 @@ def apply(
 def revert(only: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> list[FixStatus]:
     """Undo the selected fixes (newest first) and cancel their pending hooks.
 
-    Afterwards every patched attribute is the original object again and the fixes are ``disabled``
-    (reason: reverted) until :func:`apply` is called. A fix whose patch was overwritten by somebody
+    Afterwards every patched attribute is the original object again and every selected fix that was
+    scheduled is ``disabled`` (reason: reverted) until :func:`apply` is called, whatever its state
+    was (applied, pending, not-needed or out-of-range); failed and not-installed fixes keep their state. A fix whose patch was overwritten by somebody
     else is left alone and shown ``failed`` with the reason.
     """
     with PATCH_LOCK:
@@ -275,7 +276,7 @@ def revert(only: Iterable[str] | None = None, exclude: Iterable[str] | None = No
                 if problems:
                     _set(entry, FAILED, "revert incomplete: " + "; ".join(problems))
                     continue
-            if entry.state in (APPLIED, PENDING):
+            if entry.state in (APPLIED, PENDING, NOT_NEEDED, OUT_OF_RANGE):
                 _set(entry, DISABLED, "reverted by torchfix_core.revert()")
         return [_row(e) for e in selected]
 

@@ -1,0 +1,151 @@
+"""AOT compile of an AOT-unsupported model: red without the fix, JIT fallback with it; errors
+that are not "AOT unsupported" propagate unchanged on both the AOT and the JIT path."""
+
+from __future__ import annotations
+
+import pytest
+from _helpers import IN_RANGE, run, write_models
+
+pytestmark = pytest.mark.skipif(not IN_RANGE, reason="torch outside the validated range (see test_versions.py)")
+
+GRAPH_BREAK_AOT = """
+from aotfb_models import graph_break
+x = torch.randn(16)
+try:
+    compiled = torch.compile(graph_break, fullgraph=True, backend=BACKEND).aot_compile(((x,), {}))
+except Exception as e:
+    emit(raised=type(e).__name__, msg=str(e).splitlines()[0])
+else:
+    from torchfix_aot_fallback import api
+    out = compiled(x)
+    emit(raised=None, type=type(compiled).__name__, match=bool(torch.allclose(out, graph_break(x))),
+         records=[r.kind for r in api.fallbacks()], state=fix_state())
+"""
+
+
+def test_graph_break_aot_compile_fails_without_fix(tmp_path):
+    write_models(tmp_path)
+    r = run(GRAPH_BREAK_AOT, tmp_path, disable=True)
+    assert r["raised"] == "Unsupported", r
+    assert "graph_break" in r["msg"]
+
+
+def test_graph_break_aot_compile_passes_with_fix(tmp_path):
+    write_models(tmp_path)
+    r = run(GRAPH_BREAK_AOT, tmp_path)
+    assert r["raised"] is None, r
+    assert r["type"] == "JITFallback" and r["match"] is True
+    assert r["records"] == ["compile"]
+    state, reason = r["state"]
+    assert state == "applied" and "1 compile" in reason and "graph_break" in reason
+    warnings = [
+        line for line in r["stderr"].splitlines() if "AOT compile of aotfb_models.graph_break is unsupported" in line
+    ]
+    assert len(warnings) == 1, r["stderr"]
+
+
+DIRECT = """
+from aotfb_models import graph_break
+from torch._dynamo.aot_compile import aot_compile_fullgraph as _unused  # noqa: F401 (imports the module)
+import torch._dynamo.aot_compile as aot
+from torch._dynamo.hooks import Hooks
+x = torch.randn(16)
+try:
+    fn = aot.aot_compile_fullgraph(graph_break, ((x,), {}), Hooks(), torch._dynamo.lookup_backend(BACKEND))
+except Exception as e:
+    emit(raised=type(e).__name__)
+else:
+    emit(raised=None, match=bool(torch.allclose(fn(x), graph_break(x))))
+"""
+
+
+def test_direct_aot_compile_fullgraph_fails_without_fix(tmp_path):
+    write_models(tmp_path)
+    assert run(DIRECT, tmp_path, disable=True)["raised"] == "Unsupported"
+
+
+def test_direct_aot_compile_fullgraph_passes_with_fix(tmp_path):
+    write_models(tmp_path)
+    r = run(DIRECT, tmp_path)
+    assert r["raised"] is None and r["match"] is True, r
+
+
+PROPAGATION = """
+from aotfb_models import plain
+x = torch.randn(16)
+def assert_backend(gm, example_inputs):
+    raise AssertionError("boom-assert")
+def oom_backend(gm, example_inputs):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB (boom-oom)")
+def kbi_backend(gm, example_inputs):
+    raise KeyboardInterrupt
+def user_model(x):
+    raise ValueError("user error from the model")
+out = {}
+for name, backend in (("assert", assert_backend), ("oom", oom_backend), ("kbi", kbi_backend)):
+    for path in ("aot", "jit"):
+        c = torch.compile(plain, fullgraph=True, backend=backend)
+        try:
+            c.aot_compile(((x,), {})) if path == "aot" else c(x)
+            out[f"{name}-{path}"] = "no error"
+        except BaseException as e:
+            inner = getattr(e, "inner_exception", None)
+            out[f"{name}-{path}"] = type(e).__name__ + ("/" + type(inner).__name__ if inner is not None else "")
+try:
+    torch.compile(user_model, fullgraph=True, backend=BACKEND).aot_compile(((x,), {}))
+    out["user-aot"] = "no error"
+except BaseException as e:
+    out["user-aot"] = type(e).__name__ + "/" + type(e.__cause__).__name__
+c = torch.compile(plain, backend=BACKEND)  # fullgraph=False: misuse, not 'unsupported'
+try:
+    c.aot_compile(((x,), {}))
+    out["misuse-aot"] = "no error"
+except BaseException as e:
+    out["misuse-aot"] = type(e).__name__
+from torchfix_aot_fallback import api
+emit(out=out, records=len(api.fallbacks()), state=fix_state()[0])
+"""
+
+
+@pytest.mark.parametrize("disable", [True, False], ids=["without_fix", "with_fix"])
+def test_assertion_oom_keyboardinterrupt_and_user_errors_propagate(tmp_path, disable):
+    """Same exception types with and without the fix: nothing is converted into a fallback."""
+    write_models(tmp_path)
+    r = run(PROPAGATION, tmp_path, disable=disable)
+    out = r["out"]
+    assert out["assert-aot"] == "AssertionError"
+    assert out["assert-jit"] == "BackendCompilerFailed/AssertionError"
+    assert out["oom-aot"] == "OutOfMemoryError"
+    assert out["oom-jit"] == "BackendCompilerFailed/OutOfMemoryError"
+    assert out["kbi-aot"] == "KeyboardInterrupt"
+    assert out["kbi-jit"].startswith("KeyboardInterrupt") or out["kbi-jit"].startswith("BackendCompilerFailed"), out
+    assert out["user-aot"].startswith("Unsupported/Observed"), out
+    assert out["misuse-aot"] == "RuntimeError"
+    assert r["records"] == 0
+    assert r["state"] == ("disabled" if disable else "applied")
+
+
+STRICT = """
+from aotfb_models import graph_break
+from torchfix_aot_fallback import api
+x = torch.randn(16)
+if os.environ.get("USE_API") == "1":
+    api.set_strict(True)
+try:
+    torch.compile(graph_break, fullgraph=True, backend=BACKEND).aot_compile(((x,), {}))
+    emit(raised=None)
+except Exception as e:
+    emit(raised=type(e).__name__, records=len(api.fallbacks()), strict=api.is_strict())
+"""
+
+
+@pytest.mark.parametrize("how", ["env", "api", "torch_strict_precompile"])
+def test_strict_mode_propagates_original_error(tmp_path, how):
+    write_models(tmp_path)
+    env = {
+        "env": {"TORCHFIX_AOT_FALLBACK_STRICT": "1"},
+        "api": {"USE_API": "1"},
+        "torch_strict_precompile": {"TORCH_STRICT_PRECOMPILE": "1"},
+    }[how]
+    r = run(STRICT, tmp_path, env=env)
+    assert r["raised"] == "Unsupported" and r["records"] == 0 and r["strict"] is True, r

@@ -1,0 +1,33 @@
+"""Out of the validated range (torch 2.10: ``aot_compile_fullgraph`` has no ``dynamic`` parameter)
+the fix is a graceful no-op: state out-of-range, nothing patched, torch behaves as without it."""
+
+from __future__ import annotations
+
+import pytest
+from _helpers import IN_RANGE, run, write_models
+
+pytestmark = pytest.mark.skipif(IN_RANGE, reason="only meaningful outside the validated range")
+
+NOOP = """
+import torchfix_core
+from aotfb_models import graph_break
+import torch._dynamo.aot_compile as aot
+try:
+    torch.compile(graph_break, fullgraph=True, backend=BACKEND).aot_compile(((torch.randn(4),), {}))
+    raised = None
+except Exception as e:
+    raised = type(e).__name__
+emit(state=fix_state(), raised=raised, wrapped=hasattr(aot.aot_compile_fullgraph, "__torchfix_fix__"))
+"""
+
+
+def test_out_of_range_is_a_graceful_noop(tmp_path):
+    write_models(tmp_path)
+    r = run(NOOP, tmp_path)
+    assert r["state"][0] == "out-of-range" and r["raised"] == "Unsupported" and r["wrapped"] is False, r
+
+
+def test_forced_on_unknown_layout_refuses_cleanly(tmp_path):
+    write_models(tmp_path)
+    r = run(NOOP, tmp_path, env={"TORCHFIX_FORCE": "aot-fallback"})
+    assert r["state"][0] == "failed" and "refused" in r["state"][1] and r["wrapped"] is False, r

@@ -1,0 +1,23 @@
+"""Data only: what torchfix-core reads at discovery (imports neither torch nor the patch)."""
+
+from torchfix_core.spec import FixSpec
+
+FIX = FixSpec(
+    id="autotune",
+    summary=(
+        "Run Inductor's runtime autotuner (CachingAutotuner.bench / autotune_to_one_config / "
+        "coordinate_descent_tuning) without the dispatch modes that declare ignore_compile_internals(), "
+        "so a cold Triton kernel launched during selective-checkpoint recompute no longer fails strict replay."
+    ),
+    implementation="torchfix_autotune.patch:AutotuneFix",
+    distribution="torchfix-autotune",
+    # Probe run on CPU builds of 2.10.0, 2.11.0, 2.12.0, 2.13.0, 2.14.1, 2.15.0 (patch points identical);
+    # the bug and the fix were shown on an H200 with 2.11.0 / 2.13.0 / 2.15.0. The probe decides inside.
+    targets={"torch": ">=2.10,<2.16"},
+    triggers=("torch._inductor.runtime.triton_heuristics",),
+    order=100,
+    upstream=(
+        "https://github.com/pytorch/pytorch/pull/176455",
+        "https://github.com/Dao-AILab/quack/pull/204",
+    ),
+)

@@ -1,0 +1,39 @@
+"""CPU emulation of the bug (BRIEF 2.4): a compiled callable that allocates on its first call, first
+called during SAC recompute after a recompute-time recompile.
+
+What this proves: the fix's wrapper (``torchfix_autotune.patch.filtered``, the factory installed on
+``CachingAutotuner``) keeps dispatcher allocations made at an artifact's first call out of SAC's
+strict replay. It does not run ``CachingAutotuner`` (CPU Inductor has no Triton autotuning); the
+GPU tests in test_gpu.py do.
+"""
+
+from __future__ import annotations
+
+from _autotune_helpers import run_script
+
+ERROR = "aten.empty.memory_format encountered during backward but not found in storage"
+
+
+def test_cpu_emulated_cold_autotune_in_recompute_fails_without_mode_filter(strict: bool) -> None:
+    result = run_script("_emulation.py", "plain", env={"TORCHFIX_DISABLE": "autotune"})
+    assert result["cold_call_stack_depths"] == [0, 1], result  # the 2nd cold call ran inside replay
+    if strict:
+        assert result["ok"] is False, result
+        assert result["error"] == ERROR, result
+    else:  # lenient replay (torch <= 2.12): the extra ops are re-executed, nothing to fix
+        assert result["ok"] is True and result["grads_match"] is True, result
+
+
+def test_cpu_emulated_cold_autotune_in_recompute_passes_with_mode_filter() -> None:
+    result = run_script("_emulation.py", "filtered")
+    assert result["cold_call_stack_depths"] == [0, 1], result
+    assert result["ok"] is True, result
+    assert result["grads_match"] is True, result
+
+
+def test_gpu_scenario_recompiles_in_recompute_on_cpu_inductor() -> None:
+    """Plumbing check of the GPU reproduction on CPU Inductor (no Triton, so no autotuning): the
+    guard flip + cache clear makes recompute recompile, and the gradients match eager."""
+    result = run_script("_gpu_repro.py", "--device", "cpu", env={"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"})
+    assert result["ok"] is True and result["grads_match"] is True, result
+    assert result["frames_compiled_during_backward"] >= 1, result

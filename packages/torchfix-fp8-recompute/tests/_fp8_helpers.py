@@ -1,0 +1,50 @@
+"""Helpers of the fp8-recompute tests: is TransformerEngine importable, run the scenarios.
+
+TE tests run only in an environment made by ``te_standins/make_env.py`` (TE's real Python sources
+plus the stand-in extension); in the default environment (no TE) they skip and
+``test_not_installed.py`` runs instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+TE_INSTALLED = importlib.util.find_spec("transformer_engine") is not None
+
+requires_te = pytest.mark.skipif(
+    not TE_INSTALLED, reason="TransformerEngine is not installed (make an env with tests/te_standins/make_env.py)"
+)
+
+
+def run_scenarios(*, fix: bool) -> dict[str, Any]:
+    """Run ``te_scenarios.py`` in a fresh interpreter, with the fix or with TORCHFIX_DISABLE."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    if not fix:
+        env["TORCHFIX_DISABLE"] = "fp8-recompute"
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "te_scenarios.py")], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    keep = os.environ.get("FP8_RECOMPUTE_RESULTS_DIR")  # optional: keep the raw results (docs tables)
+    if keep:
+        name = f"te-{result['te']}-{'with' if fix else 'without'}-fix.json"
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        (Path(keep) / name).write_text(json.dumps(result, indent=1))
+    return result
+
+
+def te_has_upstream_fix() -> bool:
+    """TE 2.19+ (PR #3284): ``distributed.py`` defines ``_IN_ACTIVATION_RECOMPUTE_REGION``."""
+    import transformer_engine.pytorch.distributed as dist
+
+    return hasattr(dist, "_IN_ACTIVATION_RECOMPUTE_REGION")

@@ -1,0 +1,18 @@
+"""Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
+
+from torchfix_core.spec import FixSpec
+
+FIX = FixSpec(
+    id="placement-cache",
+    summary="The AOTAutograd cache key of a DTensor input also covers its local shard shape and stride.",
+    implementation="torchfix_placement_cache.patch:PlacementCacheFix",
+    distribution="torchfix-placement-cache",
+    targets={"torch": ">=2.11,<2.16"},
+    triggers=("torch.distributed.tensor",),
+    order=100,
+    upstream=(
+        "https://github.com/pytorch/pytorch/pull/173526",
+        "https://github.com/pytorch/pytorch/issues/188390",
+        "https://github.com/pytorch/pytorch/pull/188401",
+    ),
+)

@@ -1,0 +1,39 @@
+"""Helpers shared by the tests of torchfix-placement-cache."""
+
+from __future__ import annotations
+
+import inspect
+
+
+def unpatched_key_probe():  # type: ignore[no-untyped-def]
+    """The probe run on torch's own ``_stable_hash_for_caching`` (torchfix's wrapper peeled off)."""
+    import torch.distributed.tensor._api as api
+    from torchfix_placement_cache.probes import probe_dtensor_key
+
+    raw = api.DTensor.__dict__.get("_stable_hash_for_caching")
+    return probe_dtensor_key(api.DTensor, inspect.unwrap(raw) if raw is not None else None)
+
+
+def bug_present() -> bool:
+    """True when torch's own DTensor key term ignores the local shape (torch 2.12-2.15)."""
+    return unpatched_key_probe().ignores_local_shape
+
+
+def mesh(shape=(4,), rank=0, names=None):  # type: ignore[no-untyped-def]
+    """A CPU ``DeviceMesh`` as seen by ``rank``, built without any process group."""
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh
+
+    ranks = torch.arange(int(torch.tensor(shape).prod())).reshape(shape)
+    return DeviceMesh("cpu", ranks, mesh_dim_names=names, _init_backend=False, _rank=rank)
+
+
+def dtensor(local, device_mesh, placements, global_shape, requires_grad=False):  # type: ignore[no-untyped-def]
+    """``DTensor.from_local`` without communication (global shape given, contiguous stride)."""
+    import torch
+    from torch.distributed.tensor import DTensor
+
+    shape = torch.Size(global_shape)
+    stride = torch.empty(shape, device="meta").stride()
+    out = DTensor.from_local(local, device_mesh, placements, run_check=False, shape=shape, stride=stride)
+    return out.requires_grad_() if requires_grad else out

@@ -1,0 +1,13 @@
+"""torchfix-core's contract (ordering, idempotency, revert, env switches) for placement-cache."""
+
+from __future__ import annotations
+
+from _placement_cache_util import bug_present
+from torchfix_core.testing import FixContract
+
+
+class TestContract(FixContract):
+    fix_id = "placement-cache"
+    patched = [("torch.distributed.tensor._api", "DTensor._stable_hash_for_caching")]
+    # applied where torch's DTensor key ignores the local shape (2.12-2.15), not-needed on 2.11
+    expected_state = "applied" if bug_present() else "not-needed"

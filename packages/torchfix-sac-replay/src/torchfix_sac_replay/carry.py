@@ -1,0 +1,93 @@
+"""Run a checkpoint's recompute in the contextvars context of its forward.
+
+Mechanism (torch 2.12+): Dynamo / Inductor / ``torch.compiler`` config overrides are ContextVars
+(``torch/utils/_config_module.py``, PR #173568), so each thread sees its own. Non-reentrant
+checkpoint recomputes inside the saved-tensor unpack hook, i.e. on whatever thread runs that
+backward node; for CUDA tensors that is the autograd engine's device worker thread, whose context is
+empty, so the recompute read the defaults (pytorch#186537). Capturing ``contextvars.copy_context()``
+when ``_CheckpointFrame`` is built (on the forward thread, O(1)) and running ``recompute_fn`` in a
+*copy* of it (a Context cannot be entered by two threads at once, and two backward passes of one
+frame may overlap) makes every ContextVar the forward saw, not only three named settings, visible
+to the recompute on any thread.
+
+Hazards:
+
+* Every forward ContextVar is replayed, including any a user changed on purpose between forward and
+  backward (a ``config.patch`` around ``backward()`` no longer reaches the recompute; the forward's
+  value wins). ContextVars set *inside* the recompute do not leak out of it.
+* The captured context keeps the forward's ContextVar values alive until the frame is freed (after
+  backward); torch's own are small (config values, flags).
+* Frames built while compiling (``torch.compiler.is_compiling()``, or a ProxyTorchDispatchMode active,
+  i.e. AOTAutograd tracing ``tag_activation_checkpoint``) are left untouched. ``is_compiling()`` is
+  process-global in 2.13+ (``_compile_session_context``), so a frame built while *another* thread
+  compiles is also left untouched (it behaves as without the fix).
+* Reentrant checkpoint (``use_reentrant=True``) builds no ``_CheckpointFrame`` and is not covered.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from typing import Any, Callable
+
+from torchfix_sac_replay import explain
+
+
+class ForwardContextRecompute:
+    """Callable stored as ``_CheckpointFrame.recompute_fn``: the original recompute, run in a copy of
+    the forward's context, with SAC replay errors explained (same exception type, original chained)."""
+
+    __slots__ = ("recompute_fn", "forward_context", "forward_thread", "__weakref__")
+
+    def __init__(
+        self, recompute_fn: Callable[..., Any], forward_context: contextvars.Context, forward_thread: str
+    ) -> None:
+        self.recompute_fn = recompute_fn
+        self.forward_context = forward_context
+        self.forward_thread = forward_thread
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        before = explain.dynamo_snapshot()
+        try:
+            return self.forward_context.copy().run(self.recompute_fn, *args, **kwargs)
+        except RuntimeError as exc:
+            if not explain.is_storage_miss(exc):
+                raise
+            try:
+                message = str(exc) + explain.describe(
+                    exc,
+                    forward_context=self.forward_context,
+                    here_context=contextvars.copy_context(),
+                    forward_thread=self.forward_thread,
+                    recompute_thread=threading.current_thread().name,
+                    before=before,
+                    after=explain.dynamo_snapshot(),
+                )
+                new = explain.explained(exc, message)
+            except Exception:  # noqa: BLE001 - the explanation is best effort; the original goes on
+                new = None
+            if new is None:
+                raise
+            raise new from exc
+
+
+def in_compile_path() -> bool:
+    """True while torch.compile / export traces (the checkpoint is being compiled, not run)."""
+    import torch
+
+    if torch.compiler.is_compiling():
+        return True
+    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY) is not None
+
+
+def make_frame_init(original: Callable[..., None]) -> Callable[..., None]:
+    """Wrapper for ``_CheckpointFrame.__init__(self, recompute_fn, early_stop, unpack_error_cb, metadata_fn)``."""
+
+    def __init__(self: Any, recompute_fn: Any, early_stop: Any, unpack_error_cb: Any, metadata_fn: Any) -> None:
+        if callable(recompute_fn) and not in_compile_path():
+            recompute_fn = ForwardContextRecompute(
+                recompute_fn, contextvars.copy_context(), threading.current_thread().name
+            )
+        original(self, recompute_fn, early_stop, unpack_error_cb, metadata_fn)
+
+    return __init__

@@ -1,0 +1,50 @@
+"""Implementation of the sac-replay fix: probe and patch ``_CheckpointFrame.__init__``.
+
+Patch point (stable across torch 2.11-2.15, unlike the generator that builds the frame:
+``_checkpoint_without_reentrant_generator`` in 2.11-2.13, ``..._generator_impl`` in 2.14/2.15):
+``torch/utils/checkpoint.py::_CheckpointFrame.__init__(self, recompute_fn, early_stop,
+unpack_error_cb, metadata_fn)``; every non-reentrant checkpoint (``checkpoint(use_reentrant=False)``,
+``checkpoint_wrapper``, the composable ``checkpoint``) builds one frame per call, and the unpack hook
+calls ``frame.recompute_fn`` at recompute time. See :mod:`torchfix_sac_replay.carry`.
+
+Upstream: pytorch#186537 (open), PR #173568 (per-thread config), PR #186583 (closed), PR #191777
+(opt-in ``AutogradContextVar``, open), prime-rl #3951 (copies three named settings, SAC callers only).
+"""
+
+from __future__ import annotations
+
+from torchfix_core import Fix, PatchRefused, ProbeResult
+
+from torchfix_sac_replay import carry, probes
+
+
+class SacReplayFix(Fix):
+    """Carry the forward's contextvars into non-reentrant checkpoint recompute; explain SAC replay errors."""
+
+    def probe(self) -> ProbeResult:
+        params = probes.frame_init_parameters()
+        if params is None:
+            raise PatchRefused("torch.utils.checkpoint._CheckpointFrame.__init__ not found")
+        if params != probes.FRAME_INIT_SIGNATURE:
+            raise PatchRefused(
+                f"_CheckpointFrame.__init__ has parameters {params}, expected {probes.FRAME_INIT_SIGNATURE}"
+            )
+        if not probes.dynamo_config_is_context_local():
+            return ProbeResult(
+                False,
+                "torch._dynamo.config overrides are process-global here (pre-2.12): the recompute thread "
+                "already sees the forward's config",
+            )
+        strict = "strict" if probes.sac_replay_is_strict() else "lenient"
+        return ProbeResult(
+            True,
+            "compiler config overrides are per-context (ContextVar); the recompute on another thread would read "
+            f"defaults. SAC replay is {strict} on this torch",
+        )
+
+    def apply(self) -> None:
+        import torch.utils.checkpoint as ckpt
+
+        self.patches.wrap(
+            ckpt._CheckpointFrame, "__init__", carry.make_frame_init, signature=probes.FRAME_INIT_SIGNATURE
+        )

@@ -1,0 +1,69 @@
+"""Feature probes on the live torch objects (no version strings).
+
+All of them are side-effect free: :func:`dynamo_config_is_context_local` patches a config value
+through ``config.patch`` and the patch restores it; :func:`sac_replay_is_strict` builds a throw-away
+pair of SAC modes.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+from typing import Any
+
+#: The parameters of ``torch.utils.checkpoint._CheckpointFrame.__init__`` the fix was written for
+#: (identical in torch 2.10, 2.11, 2.12, 2.13, 2.14.1 and 2.15.0).
+FRAME_INIT_SIGNATURE = ("self", "recompute_fn", "early_stop", "unpack_error_cb", "metadata_fn")
+
+
+def dynamo_config_is_context_local() -> bool:
+    """True when a ``torch._dynamo.config`` override made here is invisible in a fresh context.
+
+    That is the case since torch 2.12 (PR #173568: user overrides are ContextVars, "thread-local"),
+    so a thread that did not inherit our context (the CUDA autograd worker) reads the defaults. On
+    2.11 and older the override is a process-global attribute and the fresh context sees it.
+    Requires ``torch._dynamo`` (the fix triggers on it, so it is already imported).
+    """
+    import torch._dynamo
+
+    cfg: Any = torch._dynamo.config
+    sentinel = int(cfg.recompile_limit) + 12345
+    with cfg.patch(recompile_limit=sentinel):
+        seen = contextvars.Context().run(lambda: cfg.recompile_limit)
+    return bool(seen != sentinel)
+
+
+def frame_init_parameters() -> tuple[str, ...] | None:
+    """Parameter names of ``_CheckpointFrame.__init__``, or None when the class/method is absent."""
+    import torch.utils.checkpoint as ckpt
+
+    frame = getattr(ckpt, "_CheckpointFrame", None)
+    if not isinstance(frame, type):
+        return None
+    init = frame.__dict__.get("__init__")
+    if init is None:
+        return None
+    try:
+        return tuple(inspect.signature(init).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def sac_replay_is_strict() -> bool:
+    """True when SAC replay rejects *any* op the forward did not record (torch 2.13+, PR #176455).
+
+    On 2.11/2.12 replay is lenient: ops the policy does not save are simply re-executed. Used for
+    the doctor reason only; the fix does not depend on it (per-thread config diverges either way).
+    """
+    import torch
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    record, replay = create_selective_checkpoint_contexts([torch.ops.aten.mm.default])
+    with record:
+        pass
+    try:
+        with replay:
+            torch.empty(1)
+    except RuntimeError as exc:
+        return "not found in storage" in str(exc)
+    return False

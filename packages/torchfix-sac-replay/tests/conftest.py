@@ -1,0 +1,63 @@
+"""Helpers shared by this package's tests: run a reproduction scenario in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SCENARIOS = HERE / "sac_scenarios.py"
+VENVS = Path(os.environ.get("SAC_REPLAY_TEST_VENVS", "/work/venvs"))
+
+
+def scenario(
+    name: str,
+    *args: str,
+    fix: bool,
+    python: str = sys.executable,
+    timeout: float = 900,
+) -> dict[str, Any]:
+    """Run ``sac_scenarios.py NAME ARGS`` with only this fix enabled (``fix=True``) or disabled.
+
+    Every other torchfix fix is disabled so that a sibling package cannot change the result.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    env.update(
+        TORCHFIX_DISABLE="all",
+        TORCHFIX_SAC_REPLAY_ENABLED="1" if fix else "0",
+        TORCHINDUCTOR_COMPILE_THREADS="1",
+    )
+    proc = subprocess.run(
+        [python, str(SCENARIOS), name, *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise AssertionError(f"scenario {name} {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-6000:]}")
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+def venv_python(version: str) -> str:
+    """Python of ``/work/venvs/torch-VERSION`` (skips the test when that venv is absent)."""
+    python = VENVS / f"torch-{version}" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no torch {version} venv at {python.parent.parent}")
+    probe = subprocess.run(
+        [str(python), "-c", "import torchfix_sac_replay, torchfix_core"], capture_output=True, text=True
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"torchfix-sac-replay is not installed in {python.parent.parent}")
+    return str(python)
+
+
+@pytest.fixture(scope="session")
+def bug_present() -> bool:
+    """Whether the running torch has per-context compiler config (the probe, on live objects)."""
+    from torchfix_sac_replay import probes
+
+    return probes.dynamo_config_is_context_local()
