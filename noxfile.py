@@ -57,7 +57,9 @@ def run_pytest(session: nox.Session) -> None:
     test_contract.py), then the cross-package tests; every run must pass."""
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     for directory in test_dirs():
-        session.run("python", "-m", "pytest", "-q", "-m", "not gpu and not slow", *session.posargs, str(directory), env=env)
+        session.run(
+            "python", "-m", "pytest", "-q", "-m", "not gpu and not slow", *session.posargs, str(directory), env=env
+        )
 
 
 @nox.session(tags=["ci"])
