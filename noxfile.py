@@ -125,7 +125,8 @@ def import_time(session: nox.Session) -> None:
 @nox.session
 def demo(session: nox.Session) -> None:
     """What torchfix does, in a few minutes on a CPU: activation, doctor, each fix before/after."""
-    session.install(f"torch=={DEFAULT_TORCH}", "packaging", "hatchling", "numpy")
+    # uv: the fp8-recompute section builds a TransformerEngine test environment with it
+    session.install(f"torch=={DEFAULT_TORCH}", "packaging", "hatchling", "numpy", "uv")
     install_torchfix(session, fixtures=False)
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
     session.run("python", str(ROOT / "scripts" / "demo_activation.py"), env=env)
