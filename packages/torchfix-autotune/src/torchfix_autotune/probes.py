@@ -2,8 +2,8 @@
 
 * :func:`sac_replay_behaviour`: does selective activation checkpointing replay strictly (torch
   2.13+, https://github.com/pytorch/pytorch/pull/176455: any op not recorded in the forward raises
-  during recompute) or leniently (2.10-2.12: an unrecorded op is simply re-executed)? Runs the real
-  ``create_selective_checkpoint_contexts`` contexts on a one-element CPU tensor.
+  during recompute) or leniently (2.10-2.12: an unrecorded op is simply re-executed)? The shared
+  probe of :mod:`torchfix_core.probes`, with SAC's modes checked to declare ``ignore_compile_internals()``.
 * :func:`check_patch_points`: are ``CachingAutotuner.bench`` / ``.autotune_to_one_config`` /
   ``.coordinate_descent_tuning`` plain functions defined on the class with the parameters the fix
   was written for, and do the dispatch-mode-stack primitives the filter needs exist?
@@ -20,10 +20,12 @@ freed on return. Only the calling thread's (thread-local) mode stacks are touche
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any
 
 from torchfix_core import PatchRefused
 from torchfix_core.patching import check_signature, read_raw
+from torchfix_core.probes import ReplayBehaviour, counting_mode, isolated, sac_contexts
+from torchfix_core.probes import sac_replay_behaviour as _sac_replay_behaviour
 
 #: The three methods wrapped, with the parameter names the fix was written against
 #: (identical in torch 2.10.0, 2.11.0, 2.12.0, 2.13.0, 2.14.1, 2.15.0).
@@ -34,24 +36,12 @@ PATCH_POINTS: dict[str, tuple[str, ...]] = {
 }
 
 TRIGGER = "torch._inductor.runtime.triton_heuristics"
-_STRICT_MARK = "not found in storage"
-
-
-class ReplayBehaviour(NamedTuple):
-    """Result of :func:`sac_replay_behaviour`."""
-
-    strict: bool
-    detail: str
 
 
 def _sac_contexts() -> tuple[Any, Any]:
-    import torch
-
-    try:
-        from torch.utils.checkpoint import create_selective_checkpoint_contexts
-    except ImportError:
-        raise PatchRefused("torch.utils.checkpoint.create_selective_checkpoint_contexts does not exist") from None
-    record, replay = create_selective_checkpoint_contexts([torch.ops.aten.mm.default])
+    """SAC's context pair, refused unless both modes declare ``ignore_compile_internals()`` (what
+    the filter keys on)."""
+    record, replay = sac_contexts()
     for name, mode in (("recording", record), ("replay", replay)):
         ignore = getattr(mode, "ignore_compile_internals", None)
         if ignore is None or not callable(ignore):
@@ -64,67 +54,10 @@ def _sac_contexts() -> tuple[Any, Any]:
     return record, replay
 
 
-def _isolated(body: Callable[[], Any]) -> Any:
-    """Run ``body`` with this thread's dispatch and torch-function modes out of the way."""
-    import torch
-
-    try:
-        from torch.utils._python_dispatch import _disable_current_modes
-    except ImportError:
-        raise PatchRefused("torch.utils._python_dispatch._disable_current_modes does not exist") from None
-    with _disable_current_modes(), torch._C.DisableTorchFunction():
-        return body()
-
-
-def _counting_mode() -> Any:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class _SeenOps(TorchDispatchMode):
-        """A plain (non-ignoring) mode placed below SAC's replay mode: it sees what replay lets through."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.seen: list[str] = []
-
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            self.seen.append(str(func))
-            return func(*args, **(kwargs or {}))
-
-    return _SeenOps()
-
-
 def sac_replay_behaviour() -> ReplayBehaviour:
-    """Record nothing under SAC, then run one ``aten.empty`` under SAC's replay mode.
-
-    Strict replay raises ``... not found in storage``; lenient replay re-executes the op (a plain
-    mode below it sees it). Anything else raises :class:`PatchRefused` (unknown behaviour), as does
-    the inconclusive case where the op never reaches Python dispatch.
-    """
-    import torch
-
-    def body() -> ReplayBehaviour:
-        record, replay = _sac_contexts()
-        below = _counting_mode()
-        with record:
-            pass
-        with below:
-            try:
-                with replay:
-                    torch.empty(1, device="cpu")
-            except RuntimeError as exc:
-                if _STRICT_MARK in str(exc):
-                    first = str(exc).split(". ")[0]
-                    return ReplayBehaviour(
-                        True, f"SAC replay is strict: an op the forward never recorded raised ({first})"
-                    )
-                raise PatchRefused(f"SAC replay raised an unexpected error for an unrecorded op: {exc}") from None
-        if below.seen:
-            return ReplayBehaviour(
-                False, f"SAC replay is lenient: an op the forward never recorded was re-executed ({below.seen[0]})"
-            )
-        raise PatchRefused("strict-replay probe inconclusive: the probe's op never reached Python dispatch")
-
-    return _isolated(body)  # type: ignore[no-any-return]
+    """Strict or lenient SAC replay (:func:`torchfix_core.probes.sac_replay_behaviour`), probed with
+    contexts whose modes are checked to declare ``ignore_compile_internals()``."""
+    return _sac_replay_behaviour(_sac_contexts)
 
 
 def check_primitives() -> None:
@@ -166,7 +99,7 @@ def check_filter() -> str:
 
     def body() -> str:
         _, replay = _sac_contexts()
-        below = _counting_mode()
+        below = counting_mode()
         with below, replay:
             before = current_stack()
             with without_compile_internal_modes() as hidden:
@@ -179,4 +112,4 @@ def check_filter() -> str:
             raise PatchRefused("mode filter self-check failed: the stack was not restored")
         return f"the filter hides {type(replay).__name__} and keeps other modes"
 
-    return _isolated(body)  # type: ignore[no-any-return]
+    return isolated(body)  # type: ignore[no-any-return]

@@ -2,7 +2,7 @@
 
 All of them are side-effect free: :func:`dynamo_config_is_context_local` patches a config value
 through ``config.patch`` and the patch restores it; :func:`sac_replay_is_strict` builds a throw-away
-pair of SAC modes.
+pair of SAC modes, isolated from the caller's modes.
 """
 
 from __future__ import annotations
@@ -54,16 +54,9 @@ def sac_replay_is_strict() -> bool:
 
     On 2.11/2.12 replay is lenient: ops the policy does not save are simply re-executed. Used for
     the doctor reason only; the fix does not depend on it (per-thread config diverges either way).
+    The shared probe of :mod:`torchfix_core.probes`: isolated from the caller's modes, so a probe that
+    runs inside a user's SAC forward (torch._dynamo first imported there) records nothing in it.
     """
-    import torch
-    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+    from torchfix_core.probes import sac_replay_behaviour
 
-    record, replay = create_selective_checkpoint_contexts([torch.ops.aten.mm.default])
-    with record:
-        pass
-    try:
-        with replay:
-            torch.empty(1)
-    except RuntimeError as exc:
-        return "not found in storage" in str(exc)
-    return False
+    return sac_replay_behaviour().strict
