@@ -4,6 +4,10 @@
     nox -s tests                 every package's tests + tests/ against the default torch (2.13.0)
     nox -s "te(2.18.0)"          torchfix-fp8-recompute on one TransformerEngine release (1.13 ... 2.20)
     nox -s "tests_torch(2.15.0)" the same against another torch release (2.10 ... 2.15)
+    nox -s tests_python          the same on Python 3.10 and 3.12 (default torch)
+    nox -s combinations          every non-empty subset of the five fixes, installed as real wheels
+    nox -s matrix                all of the above, then scripts/compatibility.py writes
+                                 docs/compatibility.md from .matrix-results/
     nox -s lint typecheck        ruff check + format check; mypy
     nox -s import_time           what activation adds to `import torch` (benchmarks/import_time.py)
     nox -s demo                  doctor output, activation, and each fix's demo section
@@ -24,6 +28,8 @@ FIXTURES = PACKAGES / "torchfix-core" / "tests" / "fixtures"
 DEFAULT_TORCH = "2.13.0"
 TORCH_MATRIX = ["2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.1", "2.15.0"]
 TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy"]
+MATRIX_PYTHONS = ["3.10", "3.12"]  # besides the default 3.11
+RESULTS = ROOT / ".matrix-results"  # one folder per matrix cell, read by scripts/compatibility.py
 
 TE_VERSIONS = ["1.13.0", "2.1.0", "2.8.0", "2.14.1", "2.18.0", "2.19.0", "2.20.2"]
 TE_IN_CI = ("2.18.0", "2.19.0")  # the last release with the bug, the first without it
@@ -52,14 +58,44 @@ def test_dirs() -> list[Path]:
     return [*dirs, ROOT / "tests"]
 
 
-def run_pytest(session: nox.Session) -> None:
+def run_pytest(session: nox.Session, cell: str | None = None) -> None:
     """One pytest run per package (tests live beside each package and share file names such as
-    test_contract.py), then the cross-package tests; every run must pass."""
+    test_contract.py), then the cross-package tests; every run must pass.
+
+    With ``cell`` (a matrix cell's name) each run also writes a JUnit report, and the cell's doctor
+    report and versions, under ``.matrix-results/<cell>/``; every package runs even when an earlier
+    one failed, and the session fails at the end if any did."""
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    failed: list[str] = []
+    out = RESULTS / cell if cell else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in out.glob("*"):
+            stale.unlink()
+        with (out / "doctor.json").open("w") as handle:
+            session.run("python", "-m", "torchfix_core", "--json", stdout=handle)
     for directory in test_dirs():
-        session.run(
-            "python", "-m", "pytest", "-q", "-m", "not gpu and not slow", *session.posargs, str(directory), env=env
-        )
+        name = directory.parent.name if directory.parent != ROOT else "cross-package"
+        report = ["--junitxml", str(out / f"{name}.xml")] if out is not None else []
+        try:
+            session.run(
+                "python",
+                "-m",
+                "pytest",
+                "-q",
+                "-m",
+                "not gpu and not slow",
+                *report,
+                *session.posargs,
+                str(directory),
+                env=env,
+            )
+        except nox.command.CommandFailed:
+            if out is None:
+                raise
+            failed.append(name)
+    if failed:
+        session.error(f"tests failed in: {', '.join(failed)}")
 
 
 @nox.session(tags=["ci"])
@@ -68,16 +104,79 @@ def tests(session: nox.Session) -> None:
     session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS)
     install_torchfix(session)
     session.run("python", str(ROOT / "scripts" / "generate.py"), "--check")
+    session.run("python", str(ROOT / "scripts" / "compatibility.py"), "--check")
     run_pytest(session)
 
 
 @nox.session(venv_backend="uv|virtualenv")
 @nox.parametrize("torch", [nox.param(v, id=v) for v in TORCH_MATRIX])
 def tests_torch(session: nox.Session, torch: str) -> None:
-    """All tests against one torch release (CUDA builds from the registry run on the CPU)."""
+    """All tests against one torch release (CUDA builds from the registry run on the CPU); results
+    under .matrix-results/torch-<torch>-py<python>/."""
     session.install(f"torch=={torch}", *TEST_TOOLS)
     install_torchfix(session)
-    run_pytest(session)
+    run_pytest(session, cell=f"torch-{torch}-py{python_version(session)}")
+
+
+@nox.session(venv_backend="uv|virtualenv", python=MATRIX_PYTHONS)
+def tests_python(session: nox.Session) -> None:
+    """All tests on another Python (default torch; off the CPU machine's 3.11 build, the registry's)."""
+    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS)
+    install_torchfix(session)
+    run_pytest(session, cell=f"torch-{DEFAULT_TORCH}-py{python_version(session)}")
+
+
+@nox.session(venv_backend="uv|virtualenv")
+def combinations(session: nox.Session) -> None:
+    """Every non-empty subset of the five fixes (31), each installed as real wheels into its own
+    target directory on top of torch + torchfix-core (+ TransformerEngine's Python sources with the
+    test stand-ins, so that fp8-recompute's reproduction runs): discovery, order and each installed
+    fix's own reproduction (red without it, green with it) are checked per subset
+    (tests/combinations/). Results: .matrix-results/combinations/."""
+    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
+    session.install("--no-deps", f"transformer-engine=={TE_IN_CI[0]}")
+    session.install("--no-deps", "--no-build-isolation", str(PACKAGES / "torchfix-core"))
+    session.run("python", str(PACKAGES / "torchfix-fp8-recompute" / "tests" / "te_standins" / "install.py"))
+    out = RESULTS / "combinations"
+    out.mkdir(parents=True, exist_ok=True)
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "TORCHFIX_COMBINATIONS": "1"}
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "--junitxml",
+        str(out / "combinations.xml"),
+        *session.posargs,
+        str(ROOT / "tests" / "combinations"),
+        env=env,
+    )
+
+
+@nox.session
+def matrix(session: nox.Session) -> None:
+    """The full matrix: every torch release, the extra Pythons, the combination suite, then
+    docs/compatibility.md regenerated from .matrix-results/ (sessions run one after another)."""
+    for torch in TORCH_MATRIX:
+        session.notify(f"tests_torch({torch})")
+    for python in MATRIX_PYTHONS:
+        session.notify(f"tests_python-{python}")
+    session.notify("combinations")
+    session.notify("compatibility")
+
+
+@nox.session
+def compatibility(session: nox.Session) -> None:
+    """Write docs/compatibility.md from .matrix-results/ (needs every fix package's metadata)."""
+    session.install("packaging", "hatchling")
+    session.install("--no-deps", "--no-build-isolation", *map(str, [PACKAGES / "torchfix-core", *fix_packages()]))
+    session.run("python", str(ROOT / "scripts" / "compatibility.py"), "--write", *session.posargs)
+
+
+def python_version(session: nox.Session) -> str:
+    """``3.11`` for the session's interpreter."""
+    out = session.run("python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])", silent=True)
+    return str(out).strip()
 
 
 @nox.session(venv_backend="uv|virtualenv")
