@@ -133,13 +133,13 @@ def combinations(session: nox.Session) -> None:
     test stand-ins, so that fp8-recompute's reproduction runs): discovery, order and each installed
     fix's own reproduction (red without it, green with it) are checked per subset
     (tests/combinations/). Results: .matrix-results/combinations/."""
-    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
+    session.install(f"torch=={DEFAULT_TORCH}", "pip", *TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
     session.install("--no-deps", f"transformer-engine=={TE_IN_CI[0]}")
     session.install("--no-deps", "--no-build-isolation", str(PACKAGES / "torchfix-core"))
     session.run("python", str(PACKAGES / "torchfix-fp8-recompute" / "tests" / "te_standins" / "install.py"))
     out = RESULTS / "combinations"
     out.mkdir(parents=True, exist_ok=True)
-    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "TORCHFIX_COMBINATIONS": "1"}
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
     session.run(
         "python",
         "-m",
