@@ -6,7 +6,8 @@ stand-ins (as the ``te`` sessions do), and *no* fix package: each subset's wheel
 below get on ``PYTHONPATH``, so discovery finds exactly that subset through its entry points.
 Per subset:
 
-* discovery: doctor lists exactly the subset's fixes, none ``failed``, in the order the full set
+* discovery: doctor lists exactly the subset's fixes as installed (the family's others as
+  ``not-installed``), none ``failed``, in the order the full set
   gives them, each in the state it has in the full set (what else is installed changes nothing);
 * each installed fix's own reproduction, unchanged from its package's tests (listed in
   ``REPRODUCTIONS``): red with that fix disabled, green with it, while the rest of the subset is
@@ -125,7 +126,11 @@ def install(subset: tuple[str, ...], wheels: dict[str, Path], root: Path) -> Pat
 def doctor(target: Path) -> list[dict[str, object]]:
     done = run([sys.executable, "-m", "torchfix_core", "--json"], child_env(target))
     assert done.returncode == 0, done.stderr
-    return [row for row in json.loads(done.stdout)["fixes"] if row["id"] in REPRODUCTIONS]
+    rows = [row for row in json.loads(done.stdout)["fixes"] if row["id"] in REPRODUCTIONS]
+    # doctor also lists the family's fixes that are not installed, as such
+    absent = [row for row in rows if row["state"] == "not-installed"]
+    assert all(row["version"] is None for row in absent), absent
+    return [row for row in rows if row["state"] != "not-installed"]
 
 
 @pytest.fixture(scope="session")
