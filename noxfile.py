@@ -27,7 +27,7 @@ PACKAGES = ROOT / "packages"
 FIXTURES = PACKAGES / "torchfix-core" / "tests" / "fixtures"
 DEFAULT_TORCH = "2.13.0"
 TORCH_MATRIX = ["2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.1", "2.15.0"]
-TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy"]
+TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy", "pip"]  # pip: tests install fixtures
 MATRIX_PYTHONS = ["3.10", "3.12"]  # besides the default 3.11
 RESULTS = ROOT / ".matrix-results"  # one folder per matrix cell, read by scripts/compatibility.py
 
@@ -133,7 +133,7 @@ def combinations(session: nox.Session) -> None:
     test stand-ins, so that fp8-recompute's reproduction runs): discovery, order and each installed
     fix's own reproduction (red without it, green with it) are checked per subset
     (tests/combinations/). Results: .matrix-results/combinations/."""
-    session.install(f"torch=={DEFAULT_TORCH}", "pip", *TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
+    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
     session.install("--no-deps", f"transformer-engine=={TE_IN_CI[0]}")
     session.install("--no-deps", "--no-build-isolation", str(PACKAGES / "torchfix-core"))
     session.run("python", str(PACKAGES / "torchfix-fp8-recompute" / "tests" / "te_standins" / "install.py"))

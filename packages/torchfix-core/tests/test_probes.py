@@ -5,11 +5,14 @@ from __future__ import annotations
 import torch
 from torchfix_core.probes import counting_mode, sac_replay_behaviour
 
+# Measured on the releases of the test matrix: 2.10-2.12 re-execute unrecorded ops, 2.13-2.15 raise.
+STRICT_REPLAY = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
 
-def test_sac_replay_behaviour_reports_strict_replay_with_the_failing_op() -> None:
-    # torch 2.13 (the default test torch) replays strictly; the detail names the unrecorded op
+
+def test_sac_replay_behaviour_reports_replay_kind_with_the_unrecorded_op() -> None:
+    # the detail names the op the forward never recorded, either way
     result = sac_replay_behaviour()
-    assert result.strict is True
+    assert result.strict is STRICT_REPLAY, result.detail
     assert "aten.empty.memory_format" in result.detail
 
 
