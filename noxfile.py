@@ -27,7 +27,8 @@ PACKAGES = ROOT / "packages"
 FIXTURES = PACKAGES / "torchfix-core" / "tests" / "fixtures"
 DEFAULT_TORCH = "2.13.0"
 TORCH_MATRIX = ["2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.1", "2.15.0"]
-TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy", "pip"]  # pip: tests install fixtures
+TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy", "pip", "setuptools"]
+# pip: tests install fixtures; setuptools: Inductor's CPU builder on torch 2.10 imports it
 MATRIX_PYTHONS = ["3.10", "3.12"]  # besides the default 3.11
 RESULTS = ROOT / ".matrix-results"  # one folder per matrix cell, read by scripts/compatibility.py
 
@@ -74,6 +75,8 @@ def run_pytest(session: nox.Session, cell: str | None = None) -> None:
             stale.unlink()
         with (out / "doctor.json").open("w") as handle:
             session.run("python", "-m", "torchfix_core", "--json", stdout=handle)
+        with (out / "commit.txt").open("w") as handle:
+            session.run("git", "rev-parse", "--short", "HEAD", external=True, stdout=handle)
     for directory in test_dirs():
         name = directory.parent.name if directory.parent != ROOT else "cross-package"
         report = ["--junitxml", str(out / f"{name}.xml")] if out is not None else []

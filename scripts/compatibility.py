@@ -84,7 +84,9 @@ def junit_counts(path: Path) -> dict[str, int]:
 def read_cell(folder: Path) -> dict[str, Any]:
     doctor = json.loads((folder / "doctor.json").read_text()) if (folder / "doctor.json").is_file() else {}
     reports = {p.stem: junit_counts(p) for p in sorted(folder.glob("*.xml"))}
+    commit = folder / "commit.txt"
     return {
+        "commit": commit.read_text().strip() if commit.is_file() else "?",
         "torch": (doctor.get("torch") or {}).get("version"),
         "python": doctor.get("python"),
         "states": {f["id"]: {"state": f["state"], "reason": f["reason"]} for f in doctor.get("fixes", [])},
@@ -112,10 +114,10 @@ def render(meta: dict[str, Any]) -> str:
         "hand. CI (`nox -s tests`) runs `scripts/compatibility.py --check`, which fails when the fixes'",
         "metadata (ids, versions, validated ranges) or the torch matrix changed since this page was made.",
         "",
-        f"Made {date.today().isoformat()} from {len(cells)} matrix cells at commit {git_commit() or '?'} (CPU machine; the registry's",
+        f"Made {date.today().isoformat()} at commit {git_commit() or '?'} from {len(cells)} matrix cells (CPU machine; the registry's",
         "CUDA builds of torch run on the CPU). Each cell: the probe's decision in that environment, then the",
-        "fix package's own test suite (`-m 'not gpu and not slow'`). GPU results: each fix's page in",
-        "`docs/fixes/`.",
+        "fix package's own test suite (`-m 'not gpu and not slow'`), at the commit named in its column.",
+        "GPU results: each fix's page in `docs/fixes/`.",
         "",
         "States: **applied** (bug present, patched), *not-needed* (the probe found the bug absent), "
         "out-of-range (torch outside the validated range: not probed), not-installed (a library the fix "
@@ -129,6 +131,9 @@ def render(meta: dict[str, Any]) -> str:
         lines += [f"## Python {python}", ""]
         lines.append("| fix | " + " | ".join(f"torch {v}" for v in columns) + " |")
         lines.append("|---|" + "---|" * len(columns))
+        lines.append(
+            "| (commit tested) | " + " | ".join(f"`{cells[f'torch-{v}-py{python}']['commit']}`" for v in columns) + " |"
+        )
         for fix in meta["fixes"]:
             row = [f"`{fix['id']}` {fix['version']}"]
             for version in columns:

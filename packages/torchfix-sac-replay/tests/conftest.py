@@ -33,6 +33,11 @@ def scenario(
         TORCHFIX_SAC_REPLAY_ENABLED="1" if fix else "0",
         TORCHINDUCTOR_COMPILE_THREADS="1",
     )
+    if "--device" not in args or args[list(args).index("--device") + 1] == "cpu":
+        # A CPU scenario on a GPU machine: torch.compile's first call inside the checkpointed forward
+        # would initialise CUDA there, which checkpoint refuses ("device state was initialized in
+        # the forward pass"); seen on the H200 machine with torch 2.11. Hide the GPUs.
+        env["CUDA_VISIBLE_DEVICES"] = ""
     proc = subprocess.run(
         [python, str(SCENARIOS), name, *args], env=env, capture_output=True, text=True, timeout=timeout
     )

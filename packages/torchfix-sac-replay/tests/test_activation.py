@@ -29,4 +29,10 @@ def test_activation_at_import_torch_does_not_import_dynamo() -> None:
     assert got["before"] is False, "import torch + torchfix activation imported torch._dynamo"
     assert got["state"] == "pending"
     assert got["light"] is False, "the package's data/explain modules imported torch._dynamo"
-    assert got["after"] in ("applied", "not-needed"), got
+    assert got["after"] in (("applied", "not-needed") if in_validated_range() else ("out-of-range",)), got
+
+
+def in_validated_range() -> bool:
+    from torchfix_core.testing import outside_validated_range
+
+    return outside_validated_range("sac-replay") is None

@@ -13,7 +13,9 @@ FIX = FixSpec(
     distribution="torchfix-autotune",
     # Probe run on CPU builds of 2.10.0, 2.11.0, 2.12.0, 2.13.0, 2.14.1, 2.15.0 (patch points identical);
     # the bug and the fix were shown on an H200 with 2.11.0 / 2.13.0 / 2.15.0. The probe decides inside.
-    targets={"torch": ">=2.10,<2.16"},
+    # 2.10 is left out: there a mode leaked by the filtered body and dropped on restore crashed a
+    # later test process (segfault, matrix run 2026-11-29); the bug is absent there anyway (lenient).
+    targets={"torch": ">=2.11,<2.16"},
     triggers=("torch._inductor.runtime.triton_heuristics",),
     order=100,
     upstream=(

@@ -11,19 +11,57 @@ Public API (everything else is private)::
     when_imported(name, callback)           # post-import hook
     TorchfixError, TorchfixConfigWarning
 
-Importing this package imports no part of torch and nothing heavy: it is loaded at the end of
-``import torch`` through the ``torch.backends`` entry point.
+Importing this package imports nothing at all: it is loaded at the end of ``import torch`` through
+the ``torch.backends`` entry point (``torchfix_core._activation``), which must cost as little as
+possible. The names above are resolved on first use (PEP 562 ``__getattr__``) from the private
+module that defines them, so ``torchfix_core.status is torchfix_core._registry.status``.
 """
 
 from __future__ import annotations
 
-from torchfix_core._env import TorchfixConfigWarning
-from torchfix_core._import_hooks import when_imported
-from torchfix_core._registry import TorchfixError, apply, revert, status
-from torchfix_core.fix import Fix
-from torchfix_core.patching import PatchRefused, PatchSet
-from torchfix_core.spec import STATES, FixSpec, FixStatus, ProbeResult
-from torchfix_core.version import __version__
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchfix_core._env import TorchfixConfigWarning
+    from torchfix_core._import_hooks import when_imported
+    from torchfix_core._registry import TorchfixError, apply, revert, status
+    from torchfix_core.fix import Fix
+    from torchfix_core.patching import PatchRefused, PatchSet
+    from torchfix_core.spec import STATES, FixSpec, FixStatus, ProbeResult
+    from torchfix_core.version import __version__
+
+#: public name -> the module that defines it (imported on first access)
+_LAZY = {
+    "TorchfixConfigWarning": "torchfix_core._env",
+    "when_imported": "torchfix_core._import_hooks",
+    "TorchfixError": "torchfix_core._registry",
+    "apply": "torchfix_core._registry",
+    "revert": "torchfix_core._registry",
+    "status": "torchfix_core._registry",
+    "Fix": "torchfix_core.fix",
+    "PatchRefused": "torchfix_core.patching",
+    "PatchSet": "torchfix_core.patching",
+    "STATES": "torchfix_core.spec",
+    "FixSpec": "torchfix_core.spec",
+    "FixStatus": "torchfix_core.spec",
+    "ProbeResult": "torchfix_core.spec",
+    "__version__": "torchfix_core.version",
+}
+
+
+def __getattr__(name: str) -> object:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def activate(source: str = "api") -> None:

@@ -32,13 +32,21 @@ def torch_backends_entry() -> None:
     """The ``torch.backends`` entry point (registered by torchfix-core).
 
     ``TORCHFIX_AUTOLOAD=0`` is honoured before anything else, so that turning torchfix off costs
-    nothing beyond importing this module (no entry-point scan, no spec loading).
+    nothing beyond importing this module and recording the state (no entry-point scan, no spec
+    loading, no environment parsing). Only the values :mod:`torchfix_core._env` reads as false turn
+    it off here; a malformed value is left to the settings parser, which warns and keeps the default
+    (on), exactly as before.
     """
     import os
 
-    from torchfix_core import _env, _registry
+    raw = os.environ.get("TORCHFIX_AUTOLOAD")
+    if raw is not None and raw.strip().lower() in _FALSE:
+        from torchfix_core import _registry
 
-    if not _env.parse_bool("TORCHFIX_AUTOLOAD", os.environ.get("TORCHFIX_AUTOLOAD"), True, []):
         _registry._state.activation = {"source": "off", "detail": "TORCHFIX_AUTOLOAD=0"}
         return
     activate_safely("torch.backends")
+
+
+#: the same as ``torchfix_core._env._FALSE`` (not imported from there: this check must cost nothing)
+_FALSE = ("0", "false", "no", "off")

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import heapq
 import os
-import pathlib
-import re
 import sys
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from torchfix_core.spec import FixSpec
 
@@ -35,19 +33,20 @@ class Discovered:
     """One entry point of the group, loaded or not. ``distribution`` and ``version`` are read
     from the distribution's METADATA only when asked (doctor), not at ``import torch``."""
 
-    __slots__ = ("id", "spec", "error", "_dist", "_meta")
+    __slots__ = ("id", "spec", "error", "_entry_point", "_meta")
 
-    def __init__(self, id: str, spec: FixSpec | None, dist: object, error: str) -> None:
+    def __init__(self, id: str, spec: FixSpec | None, entry_point: object, error: str) -> None:
         self.id = id
         self.spec = spec
         self.error = error
-        self._dist = dist
+        self._entry_point = entry_point
         self._meta: tuple[str, str | None] | None = None
 
     def _metadata(self) -> tuple[str, str | None]:
         if self._meta is None:
             try:
-                self._meta = (getattr(self._dist, "name", None) or "?", getattr(self._dist, "version", None))
+                dist = getattr(self._entry_point, "dist", None)
+                self._meta = (getattr(dist, "name", None) or "?", getattr(dist, "version", None))
             except Exception:  # noqa: BLE001 - unreadable METADATA is shown, not raised
                 self._meta = ("?", None)
         return self._meta
@@ -61,21 +60,88 @@ class Discovered:
         return self._metadata()[1]
 
 
+class EntryPoint:
+    """An entry point read from a ``.dist-info/entry_points.txt`` by :func:`scan_entry_points`.
+
+    Quacks like :class:`importlib.metadata.EntryPoint` as far as discovery needs (``name``,
+    ``value``, ``group``, ``dist``, ``load()``), without importing or parsing anything more at
+    ``import torch``: ``dist`` (an :class:`importlib.metadata.PathDistribution`, whose METADATA
+    gives the name and version shown by doctor) is built on first access.
+    """
+
+    __slots__ = ("name", "value", "group", "_path", "_dist")
+
+    def __init__(self, name: str, value: str, group: str, path: str) -> None:
+        self.name = name
+        self.value = value
+        self.group = group
+        self._path = path
+        self._dist: Any = None
+
+    @property
+    def dist(self) -> Any:
+        if self._dist is None:
+            import importlib.metadata
+            import pathlib
+
+            self._dist = importlib.metadata.PathDistribution(pathlib.Path(self._path))
+        return self._dist
+
+    def load(self) -> Any:
+        """Import the module and resolve the attribute path, as ``importlib.metadata`` does
+        (``module:attr.sub [extras]``; extras are ignored)."""
+        import importlib
+
+        module_name, _, attrs = self.value.partition("[")[0].partition(":")
+        module_name, attrs = module_name.strip(), attrs.strip()
+        if not module_name or not all(part.isidentifier() for part in module_name.split(".")):
+            raise ValueError(f"malformed entry point value {self.value!r}")
+        obj = importlib.import_module(module_name)
+        for attr in attrs.split(".") if attrs else ():
+            obj = getattr(obj, attr)
+        return obj
+
+    def __repr__(self) -> str:
+        return f"EntryPoint(name={self.name!r}, value={self.value!r}, group={self.group!r})"
+
+
+def _entry_points_in(text: str, group: str, path: str) -> list[EntryPoint]:
+    """The entries of section ``[group]`` of an ``entry_points.txt`` (the INI subset that
+    ``importlib.metadata`` reads: ``name = value`` lines, ``#``/``;`` comments, blank lines)."""
+    found: list[EntryPoint] = []
+    section = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+            continue
+        if section == group:
+            name, sep, value = line.partition("=")
+            if sep:
+                found.append(EntryPoint(name.strip(), value.strip(), group, path))
+    return found
+
+
 def _load(entry_point: object) -> Discovered:
     name: str = entry_point.name  # type: ignore[attr-defined]
-    dist = getattr(entry_point, "dist", None)
     try:
         spec = entry_point.load()  # type: ignore[attr-defined]
     except BaseException as exc:  # noqa: BLE001 - a broken plugin must not break import torch
         if isinstance(exc, KeyboardInterrupt):
             raise
         value = entry_point.value  # type: ignore[attr-defined]
-        return Discovered(name, None, dist, f"entry point {value!r} cannot be loaded: {type(exc).__name__}: {exc}")
+        return Discovered(
+            name, None, entry_point, f"entry point {value!r} cannot be loaded: {type(exc).__name__}: {exc}"
+        )
     if not isinstance(spec, FixSpec):
-        return Discovered(name, None, dist, f"entry point loads a {type(spec).__name__}, not a torchfix_core.FixSpec")
+        return Discovered(
+            name, None, entry_point, f"entry point loads a {type(spec).__name__}, not a torchfix_core.FixSpec"
+        )
     if spec.id != name:
-        return Discovered(name, None, dist, f"FixSpec id {spec.id!r} differs from its entry-point name {name!r}")
-    return Discovered(name, spec, dist, "")
+        return Discovered(name, None, entry_point, f"FixSpec id {spec.id!r} differs from its entry-point name {name!r}")
+    return Discovered(name, spec, entry_point, "")
 
 
 def scan_entry_points(group: str = GROUP, path: Sequence[str] | None = None) -> list[object]:
@@ -84,47 +150,68 @@ def scan_entry_points(group: str = GROUP, path: Sequence[str] | None = None) -> 
 
     ``importlib.metadata`` parses every distribution's METADATA to learn its name, which costs
     milliseconds at ``import torch``; this scan takes the name from the ``.dist-info`` directory
-    (normalized as in PEP 503) and opens ``entry_points.txt`` only. Path entries that are not
-    directories (zip files, eggs) are handed to ``importlib.metadata``.
+    (normalized as in PEP 503), reads ``entry_points.txt`` only (as bytes, parsed only when it
+    names the group) and returns :class:`EntryPoint` records whose distribution is read lazily.
+    Path entries that are not directories (zip files, eggs) are handed to ``importlib.metadata``.
     """
-    import importlib.metadata as md
-
     found: list[object] = []
     seen: set[str] = set()
-    header = f"[{group}]"
+    header = f"[{group}]".encode()
     for entry in sys.path if path is None else path:
         directory = entry or "."
         try:
-            names = os.listdir(directory)
+            names = _listdir(entry, directory)
         except OSError:
             if os.path.isfile(directory):
+                import importlib.metadata as md
+
                 for dist in md.distributions(path=[directory]):
                     key = _normalize(dist.metadata["Name"] or "")
                     if key not in seen:
                         seen.add(key)
                         found.extend(ep for ep in dist.entry_points if ep.group == group)
             continue
-        for name in names:
-            if not name.endswith((".dist-info", ".egg-info")):
-                continue
+        # sorted: the cached listing is a set, and which of two same-named distributions in one
+        # directory wins (and names a duplicate first) must not depend on hash order
+        for name in sorted(n for n in names if n.endswith((".dist-info", ".egg-info"))):
             key = _normalize(name.rpartition(".")[0].split("-")[0])
             if key in seen:
                 continue
             seen.add(key)
+            info = os.path.join(directory, name)
             try:
-                with open(os.path.join(directory, name, "entry_points.txt"), encoding="utf-8") as fh:
-                    text = fh.read()
+                with open(os.path.join(info, "entry_points.txt"), "rb") as fh:
+                    data = fh.read()
             except OSError:
                 continue
-            if header not in text:
-                continue
-            dist = md.PathDistribution(pathlib.Path(directory, name))
-            found.extend(ep for ep in dist.entry_points if ep.group == group)
+            if header in data:
+                found.extend(_entry_points_in(data.decode("utf-8"), group, info))
     return found
 
 
+def _listdir(entry: str, directory: str) -> Iterable[str]:
+    """The names in ``directory``. After ``import torch`` the import system's ``FileFinder`` of
+    each ``sys.path`` entry already holds that listing (``_path_cache``, refreshed whenever the
+    directory's mtime changes); it is reused when its mtime is still current (one ``stat`` instead
+    of a ``listdir`` of the standard library). Any doubt -> ``os.listdir``."""
+    finder = sys.path_importer_cache.get(entry or os.getcwd())
+    cached = getattr(finder, "_path_cache", None)
+    if isinstance(cached, set) and cached:
+        try:
+            if getattr(finder, "_path_mtime", None) == os.stat(directory).st_mtime:
+                return cached
+        except OSError:
+            pass
+    return os.listdir(directory)
+
+
 def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """PEP 503: runs of ``-``, ``_`` and ``.`` become one ``-``, lower case (no ``re``: its first
+    use compiles the pattern, which activation would pay for)."""
+    key = name.replace("_", "-").replace(".", "-").lower()
+    while "--" in key:
+        key = key.replace("--", "-")
+    return key
 
 
 def discover(entry_points: Iterable[object] | None = None) -> list[Discovered]:

@@ -40,6 +40,13 @@ _KNOWN_VARS = {
     "AOT_FALLBACK_MEMO",
 }
 """Variables read here, plus ones a fix package reads itself (listed so they are not 'unknown')."""
+_EXTRA_BOOLS = {"TORCHFIX_AOT_FALLBACK_STRICT": False, "TORCHFIX_AOT_FALLBACK_MEMO": True}
+"""Boolean switches a fix package reads itself (torchfix-aot-fallback), validated here so that a
+malformed value is reported like any other instead of silently meaning the default."""
+ACTIVATION_SOURCES = ("torchfix_core.auto", "torchfix-run")
+"""Accepted values of ``TORCHFIX_ACTIVATION_SOURCE`` (set by ``torchfix-run`` for
+:mod:`torchfix_core.auto`); anything else is reported and ignored, so doctor never shows an
+activation path that did not happen."""
 
 _emitted: set[str] = set()
 
@@ -143,6 +150,14 @@ def read_settings(known_ids: Iterable[str], environ: Mapping[str, str] | None = 
         if level is None:
             problems.append(f"TORCHFIX_LOG={raw_level!r} is not a level (accepted: {', '.join(_LEVELS)}); ignored")
         settings.log_level = level
+    for name, default in _EXTRA_BOOLS.items():
+        parse_bool(name, env.get(name), default, problems)
+    raw_source = env.get("TORCHFIX_ACTIVATION_SOURCE")
+    if raw_source is not None and raw_source.strip() and raw_source.strip() not in ACTIVATION_SOURCES:
+        problems.append(
+            f"TORCHFIX_ACTIVATION_SOURCE={raw_source!r} is not an activation source "
+            f"(accepted: {', '.join(ACTIVATION_SOURCES)}); ignored"
+        )
     by_key = {env_key(fix_id): fix_id for fix_id in known}
     for name in sorted(env):
         if not name.startswith(PREFIX):

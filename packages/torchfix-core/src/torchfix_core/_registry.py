@@ -18,12 +18,10 @@ import importlib.util
 import logging
 import sys
 from types import ModuleType
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from torchfix_core import _env, _import_hooks, _versions
+from torchfix_core import _env, _import_hooks
 from torchfix_core._discovery import FAMILY, Discovered, discover
-from torchfix_core.fix import Fix
-from torchfix_core.patching import PATCH_LOCK, PatchRefused
 from torchfix_core.spec import (
     APPLIED,
     DISABLED,
@@ -31,10 +29,18 @@ from torchfix_core.spec import (
     NOT_INSTALLED,
     NOT_NEEDED,
     OUT_OF_RANGE,
+    PATCH_LOCK,
     PENDING,
     FixSpec,
     FixStatus,
 )
+
+if TYPE_CHECKING:
+    from torchfix_core.fix import Fix
+
+# Imported when a fix is applied, not here: this module is loaded at ``import torch``, where each
+# module costs about 0.1 ms. torchfix_core.fix / .patching (the implementation side) and
+# ._versions (the version gate) are needed only once a trigger module has been imported.
 
 log = logging.getLogger("torchfix")
 
@@ -124,6 +130,8 @@ def _version_of(module_name: str) -> str | None:
 
 def _gate(entry: _Entry) -> tuple[bool, str]:
     """Version gate. Returns (go on?, note). Sets out-of-range itself."""
+    from torchfix_core import _versions
+
     notes = []
     targets = _state.target_override.get(entry.id, entry.spec.targets)
     for module_name, specifier in targets.items():
@@ -144,6 +152,8 @@ def _gate(entry: _Entry) -> tuple[bool, str]:
 
 
 def _load_impl(entry: _Entry) -> Fix:
+    from torchfix_core.fix import Fix
+
     if entry.impl is None:
         module_name, _, attr = entry.spec.implementation.partition(":")
         cls = getattr(importlib.import_module(module_name), attr)
@@ -180,6 +190,8 @@ def _apply_now(entry: _Entry, strict: bool | None = None) -> None:
             _set(entry, APPLIED, reason)
             log.info("torchfix: applied %s (%s)", entry.id, reason)
         except Exception as exc:  # noqa: BLE001 - any failure becomes a recorded state
+            from torchfix_core.patching import PatchRefused
+
             kind = "refused" if isinstance(exc, PatchRefused) else f"{step} raised {type(exc).__name__}"
             _set(entry, FAILED, f"{kind}: {exc}")
             log.warning("torchfix: fix %r failed: %s", entry.id, entry.reason)

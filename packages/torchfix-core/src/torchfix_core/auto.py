@@ -12,7 +12,12 @@ import os
 
 from torchfix_core._import_hooks import when_imported
 
-SOURCE = os.environ.get("TORCHFIX_ACTIVATION_SOURCE") or "torchfix_core.auto"
+# TORCHFIX_ACTIVATION_SOURCE is set by torchfix-run; any other value is ignored here and reported by
+# the settings parser. The same tuple as torchfix_core._env.ACTIVATION_SOURCES, not imported from
+# there: under torchfix-run this module is imported at the start of every Python child.
+_ACCEPTED = ("torchfix_core.auto", "torchfix-run")
+_requested = os.environ.get("TORCHFIX_ACTIVATION_SOURCE", "").strip()
+SOURCE = _requested if _requested in _ACCEPTED else "torchfix_core.auto"
 
 
 def _activate(_torch: object) -> None:

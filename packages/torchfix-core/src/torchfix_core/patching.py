@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 import types
 from typing import Any, Callable, Sequence
 
-#: Held while any torchfix patch or revert runs, and by the registry around state changes.
-PATCH_LOCK = threading.RLock()
+#: Held while any torchfix patch or revert runs, and by the registry around state changes
+#: (defined in torchfix_core.spec, which activation loads anyway).
+from torchfix_core.spec import PATCH_LOCK as PATCH_LOCK
 
 _MARK = "__torchfix_fix__"
 

@@ -7,7 +7,14 @@ standard library so that discovery at ``import torch`` costs microseconds per fi
 
 from __future__ import annotations
 
+import threading
 from typing import Iterator, Mapping, Sequence
+
+#: Held while any torchfix patch or revert runs, and by the registry around state changes
+#: (re-entrant). Public as :data:`torchfix_core.patching.PATCH_LOCK`; defined here, in the one
+#: module that discovery loads anyway, so that activation at ``import torch`` does not have to
+#: import the patching layer.
+PATCH_LOCK = threading.RLock()
 
 #: Every state a fix can be in, as shown by :func:`torchfix_core.status` and ``torchfix-doctor``.
 APPLIED = "applied"

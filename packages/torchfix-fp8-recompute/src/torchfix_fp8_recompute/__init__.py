@@ -7,6 +7,14 @@ delayed-scaling modules skip the scale/amax stash, and the recompute fails with
 TE PR #3284 (TE 2.19.0). Importing this package imports neither torch nor TransformerEngine.
 """
 
-from torchfix_fp8_recompute.version import __version__
-
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    """``__version__``, read from ``version.py`` on first use: this package is imported at
+    ``import torch`` (its ``package`` module is the entry point), where every module costs."""
+    if name == "__version__":
+        from torchfix_fp8_recompute.version import __version__
+
+        return __version__
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,9 +15,17 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from torchfix_placement_cache.version import __version__
-
 __all__ = ["__version__", "input_signature"]
+
+
+def __getattr__(name: str) -> str:
+    """``__version__``, read from ``version.py`` on first use: this package is imported at
+    ``import torch`` (its ``package`` module is the entry point), where every module costs."""
+    if name == "__version__":
+        from torchfix_placement_cache.version import __version__
+
+        return __version__
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def input_signature(example_inputs: Sequence[Any], *, include_rank: bool = False) -> str:
