@@ -236,4 +236,5 @@ def demo(session: nox.Session) -> None:
         script = package / "demo.py"
         if script.is_file():
             session.run("python", str(script), env=env)
+    session.run("python", str(ROOT / "scripts" / "demo_gpu_results.py"))
     session.run("torchfix-doctor")
