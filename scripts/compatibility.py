@@ -4,8 +4,9 @@
     python scripts/compatibility.py --check   # CI: fail if the page is stale
 
 A matrix run leaves one folder per cell under ``.matrix-results/`` (``torch-2.12.0-py3.11``, ...):
-``doctor.json`` (``python -m torchfix_core --json`` in that environment) and one JUnit report per
-test directory; ``combinations/`` holds the combination suite's report. ``--write`` turns them into
+``doctor.json`` (``python -m torchfix_core --json`` in that environment), ``commit.txt``, one JUnit
+report per test directory and, optionally, ``notes.txt`` (shown under the table: what a reader must
+know about that cell, e.g. a run cut short); ``combinations/`` holds the combination suite's report. ``--write`` turns them into
 a fix x torch table (the probe's decision and the fix package's test result per cell) and embeds
 the fixes' metadata it was made against. ``--check`` recomputes that metadata from the installed
 fix packages (id, distribution version, validated ranges) and from ``noxfile.py`` (torch matrix)
@@ -147,6 +148,11 @@ def render(meta: dict[str, Any]) -> str:
             for version in columns:
                 row.append(describe(cells[f"torch-{version}-py{python}"]["reports"].get(extra)))
             lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+        for version in columns:
+            notes = RESULTS / f"torch-{version}-py{python}" / "notes.txt"
+            if notes.is_file():
+                lines.append(f"- torch {version} / Python {python}: {' '.join(notes.read_text().split())}")
         lines.append("")
     missing = [f"torch {v} / Python {p}" for p in ("3.11",) for v in matrix if f"torch-{v}-py{p}" not in cells]
     if missing:

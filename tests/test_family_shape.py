@@ -99,3 +99,20 @@ def test_torchfix_all_dependencies_are_generated_and_current() -> None:
     assert proc.returncode == 0, proc.stderr
     deps = pyproject(PACKAGES / "torchfix-all")["project"]["dependencies"]
     assert [re.split(r"[<>=]", d)[0] for d in deps] == [p.name for p in [PACKAGES / "torchfix-core", *FIXES]]
+
+
+def test_compatibility_page_is_current_and_drift_is_caught() -> None:
+    """docs/compatibility.md agrees with the fixes' metadata; a changed range or version is caught."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import compatibility
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    meta = compatibility.metadata()
+    assert compatibility.check(meta) == []
+    changed = {**meta, "fixes": [dict(f) for f in meta["fixes"]]}
+    changed["fixes"][0]["targets"] = {"torch": ">=9.0"}
+    changed["fixes"][1]["version"] = "9.9.9"
+    problems = compatibility.check(changed)
+    assert any(meta["fixes"][0]["id"] in p for p in problems), problems
+    assert any(meta["fixes"][1]["id"] in p and "9.9.9" in p for p in problems), problems
