@@ -108,7 +108,7 @@ def tests(session: nox.Session) -> None:
     install_torchfix(session)
     session.run("python", str(ROOT / "scripts" / "generate.py"), "--check")
     session.run("python", str(ROOT / "scripts" / "compatibility.py"), "--check")
-    run_pytest(session)
+    run_pytest(session, cell=f"torch-{DEFAULT_TORCH}-py{python_version(session)}")  # the default matrix cell
 
 
 @nox.session(venv_backend="uv|virtualenv")
