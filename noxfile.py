@@ -18,6 +18,7 @@ The default sessions use pip (which, on the CPU CI machines, finds the local CPU
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import nox
@@ -75,8 +76,8 @@ def run_pytest(session: nox.Session, cell: str | None = None) -> None:
             stale.unlink()
         with (out / "doctor.json").open("w") as handle:
             session.run("python", "-m", "torchfix_core", "--json", stdout=handle)
-        with (out / "commit.txt").open("w") as handle:
-            session.run("git", "rev-parse", "--short", "HEAD", external=True, stdout=handle)
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        (out / "commit.txt").write_text(commit.stdout.strip() or "?")
     for directory in test_dirs():
         name = directory.parent.name if directory.parent != ROOT else "cross-package"
         report = ["--junitxml", str(out / f"{name}.xml")] if out is not None else []
