@@ -76,8 +76,12 @@ def run_pytest(session: nox.Session, cell: str | None = None) -> None:
             stale.unlink()
         with (out / "doctor.json").open("w") as handle:
             session.run("python", "-m", "torchfix_core", "--json", stdout=handle)
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        (out / "commit.txt").write_text(commit.stdout.strip() or "?")
+        try:
+            git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+            commit = git.stdout.strip() or "?"
+        except OSError:  # no git on this machine
+            commit = "?"
+        (out / "commit.txt").write_text(commit)
     for directory in test_dirs():
         name = directory.parent.name if directory.parent != ROOT else "cross-package"
         report = ["--junitxml", str(out / f"{name}.xml")] if out is not None else []
