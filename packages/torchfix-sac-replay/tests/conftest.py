@@ -66,3 +66,14 @@ def bug_present() -> bool:
     from torchfix_sac_replay import probes
 
     return probes.dynamo_config_is_context_local()
+
+
+@pytest.fixture(scope="session")
+def expected_state(bug_present: bool) -> str:
+    """The fix's state on this torch: out-of-range outside its validated range (2.10), else the
+    probe's decision."""
+    from torchfix_core.testing import outside_validated_range
+
+    if outside_validated_range("sac-replay"):
+        return "out-of-range"
+    return "applied" if bug_present else "not-needed"
