@@ -153,10 +153,16 @@ def render(meta: dict[str, Any]) -> str:
             notes = RESULTS / f"torch-{version}-py{python}" / "notes.txt"
             if notes.is_file():
                 lines.append(f"- torch {version} / Python {python}: {' '.join(notes.read_text().split())}")
-        lines.append("")
+        if lines[-1]:
+            lines.append("")
     missing = [f"torch {v} / Python {p}" for p in ("3.11",) for v in matrix if f"torch-{v}-py{p}" not in cells]
     if missing:
-        lines += ["Not run in this matrix run: " + ", ".join(missing) + ".", ""]
+        lines += [
+            "Not run in this matrix run: " + ", ".join(missing) + ". The default cell (torch "
+            f"{matrix_default()}, Python 3.11) is what CI runs on every change (`nox -s tests`); each fix's page "
+            "in `docs/fixes/` lists the direct (non-nox) test runs its authors made on the other releases.",
+            "",
+        ]
     lines += ["## Why each fix is in the state it is", ""]
     for fix in meta["fixes"]:
         lines.append(f"- `{fix['id']}` (validated for {', '.join(f'{k} {v}' for k, v in fix['targets'].items())}):")
@@ -170,9 +176,14 @@ def render(meta: dict[str, Any]) -> str:
     combos = RESULTS / "combinations" / "combinations.xml"
     lines += ["", "## Combinations", ""]
     if combos.is_file():
+        commit_file = combos.parent / "commit.txt"
+        commit = commit_file.read_text().strip() if commit_file.is_file() else "?"
         lines.append(
             f"Every non-empty subset of the five fixes (31), each installed as real wheels on torch "
-            f"{matrix_default()}: {describe(junit_counts(combos))} (tests/combinations/)."
+            f"{matrix_default()} (with TransformerEngine's Python sources and the test stand-ins), at commit "
+            f"`{commit}`: {describe(junit_counts(combos))} (tests/combinations/: per subset, doctor lists "
+            "exactly the subset, none failed, in the full set's order and states, and each installed fix's "
+            "reproduction is red without it and green with it)."
         )
     else:
         lines.append("The combination suite (`nox -s combinations`) was not part of this run.")
