@@ -8,22 +8,12 @@ import pytest
 import torch
 import torchfix_core
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 from torchfix_autotune import probes
 from torchfix_autotune.modes import current_stack
 from torchfix_autotune.patch import AutotuneFix
 from torchfix_core import PatchRefused
-
-
-class _Log(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.seen.append(str(func))
-        return func(*args, **(kwargs or {}))
+from torchfix_core.probes import counting_mode
 
 
 def _replay_really_is_strict() -> bool:
@@ -74,7 +64,7 @@ def test_probe_is_side_effect_free_under_an_outer_sac_forward() -> None:
         return CheckpointPolicy.MUST_SAVE
 
     outer_record, _ = create_selective_checkpoint_contexts(save_everything)
-    log = _Log()
+    log = counting_mode()  # a plain user mode recording every op it sees
     with log, outer_record:
         before = current_stack()
         AutotuneFix("autotune").probe()
