@@ -4,7 +4,8 @@ Three measurements, all in fresh interpreters, with whatever torchfix distributi
 
 1. Activation itself, in-process: with torch's autoload off, time ``import torchfix_core`` plus the
    ``torch.backends`` entry point (entry-point scan, spec loading, env parsing, hook registration)
-   right after ``import torch``; median over N processes.
+   right after ``import torch``; median over N processes, paired with the same measurement under
+   ``TORCHFIX_AUTOLOAD=0`` (the floor: the entry point only records "off") in alternating processes.
 2. ``-X importtime``: cumulative import time of every torchfix module and of anything torchfix
    made ``import torch`` load that it would not load otherwise.
 3. Paired wall clock of ``python -c "import torch"``: activation on vs ``TORCHFIX_AUTOLOAD=0``,
@@ -49,12 +50,23 @@ def run(code: str, env: dict[str, str], *flags: str) -> subprocess.CompletedProc
     return subprocess.run([sys.executable, *flags, "-c", code], env=env, capture_output=True, text=True, check=True)
 
 
-def activation_cost(runs: int) -> tuple[list[float], dict]:
-    samples, last = [], {}
-    for _ in range(runs):
-        last = json.loads(run(ACTIVATION, child_env(TORCH_DEVICE_BACKEND_AUTOLOAD="0")).stdout.strip().splitlines()[-1])
-        samples.append(last["ms"])
-    return samples, last
+def activation_cost(runs: int) -> tuple[list[float], list[float], dict]:
+    """In-process cost of activation with torchfix on, and with ``TORCHFIX_AUTOLOAD=0`` (what the
+    entry point costs when it only records "off"), measured in alternating processes so that both
+    see the same machine load."""
+    on, off, last = [], [], {}
+    for i in range(runs):
+        order = [("on", {}), ("off", {"TORCHFIX_AUTOLOAD": "0"})]
+        if i % 2:
+            order.reverse()
+        for name, extra in order:
+            result = json.loads(
+                run(ACTIVATION, child_env(TORCH_DEVICE_BACKEND_AUTOLOAD="0", **extra)).stdout.strip().splitlines()[-1]
+            )
+            (on if name == "on" else off).append(result["ms"])
+            if name == "on":
+                last = result
+    return on, off, last
 
 
 def importtime(env: dict[str, str]) -> dict[str, int]:
@@ -81,7 +93,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
 
-    samples, last = activation_cost(args.runs)
+    samples, floor, last = activation_cost(args.runs)
     heavy = [m for m in last["new_modules"] if m.startswith(("torch._dynamo", "torch._inductor"))]
     new_torch = [m for m in last["new_modules"] if m == "torch" or m.startswith("torch.")]
     print(
@@ -91,6 +103,11 @@ def main() -> int:
     print(
         f"[1] activation in-process: median {statistics.median(samples):.2f} ms, min {min(samples):.2f} ms, "
         f"max {max(samples):.2f} ms over {args.runs} processes"
+    )
+    added = [a - b for a, b in zip(samples, floor)]
+    print(
+        f"    with TORCHFIX_AUTOLOAD=0: median {statistics.median(floor):.2f} ms (min {min(floor):.2f} ms); "
+        f"added by activation proper (paired): median {statistics.median(added):.2f} ms"
     )
     print(f"    modules activation added: {len(last['new_modules'])}; torch.* among them: {new_torch or 'none'}")
     print(f"    torch._dynamo / torch._inductor imported by activation: {heavy or 'none'}")
