@@ -86,6 +86,17 @@ def test_entry_point_modules_import_nothing_heavy(package: Path) -> None:
 
 
 @pytest.mark.parametrize("package", FIXES, ids=lambda p: p.name)
+def test_fix_package_version_is_lazy_and_matches_the_distribution(package: Path) -> None:
+    """Each fix's ``__init__`` takes ``__version__`` from torchfix_core.spec.lazy_version (one shared
+    implementation, nothing imported at ``import torch``) and it equals the installed version."""
+    mod = module_dir(package)
+    assert "__getattr__ = lazy_version(__name__)\n" in (mod / "__init__.py").read_text()
+    code = f"import sys, {mod.name} as m; loaded = '{mod.name}.version' in sys.modules; print(loaded, m.__version__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", distribution(package.name).version]
+
+
+@pytest.mark.parametrize("package", FIXES, ids=lambda p: p.name)
 def test_installed_fix_registers_its_entry_point(package: Path) -> None:
     dist = distribution(package.name)
     names = [ep.name for ep in dist.entry_points if ep.group == "torchfix.fixes"]

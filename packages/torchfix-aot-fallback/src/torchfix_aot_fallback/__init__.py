@@ -7,14 +7,10 @@ With this fix applied those two cases return a JIT-compiled callable (one warnin
 The public API lives in :mod:`torchfix_aot_fallback.api` (importing this package imports no torch).
 """
 
+from torchfix_core.spec import lazy_version
+
 __all__ = ["__version__"]
 
 
-def __getattr__(name: str) -> str:
-    """``__version__``, read from ``version.py`` on first use: this package is imported at
-    ``import torch`` (its ``package`` module is the entry point), where every module costs."""
-    if name == "__version__":
-        from torchfix_aot_fallback.version import __version__
-
-        return __version__
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``__version__`` is read from ``version.py`` on first use (nothing imported at ``import torch``).
+__getattr__ = lazy_version(__name__)

@@ -8,7 +8,7 @@ standard library so that discovery at ``import torch`` costs microseconds per fi
 from __future__ import annotations
 
 import threading
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 #: Held while any torchfix patch or revert runs, and by the registry around state changes
 #: (re-entrant). Public as :data:`torchfix_core.patching.PATCH_LOCK`; defined here, in the one
@@ -153,3 +153,22 @@ class FixStatus:
             "upstream": list(self.upstream),
             "summary": self.summary,
         }
+
+
+def lazy_version(package: str) -> Callable[[str], str]:
+    """A module-level ``__getattr__`` for a fix package's ``__init__`` that reads ``__version__``
+    from ``<package>.version`` on first use.
+
+    A fix package is imported at ``import torch`` (its ``package`` module is the entry point), where
+    every module costs; with ``__getattr__ = lazy_version(__name__)`` its ``__init__`` imports
+    nothing else. Any other missing attribute raises :class:`AttributeError` as usual.
+    """
+
+    def __getattr__(name: str) -> str:
+        if name == "__version__":
+            import importlib
+
+            return str(importlib.import_module(f"{package}.version").__version__)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -15,17 +15,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from torchfix_core.spec import lazy_version
+
 __all__ = ["__version__", "input_signature"]
 
 
-def __getattr__(name: str) -> str:
-    """``__version__``, read from ``version.py`` on first use: this package is imported at
-    ``import torch`` (its ``package`` module is the entry point), where every module costs."""
-    if name == "__version__":
-        from torchfix_placement_cache.version import __version__
-
-        return __version__
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``__version__`` is read from ``version.py`` on first use (nothing imported at ``import torch``).
+__getattr__ = lazy_version(__name__)
 
 
 def input_signature(example_inputs: Sequence[Any], *, include_rank: bool = False) -> str:
