@@ -45,15 +45,15 @@ def test_probe_ignores_the_version_string(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_status_shows_the_probe_reason() -> None:
     import torch._inductor.runtime.triton_heuristics  # noqa: F401 - the trigger
-    from torchfix_core.testing import outside_validated_range
+    from torchfix_core.testing import state_to_expect
 
     torchfix_core.apply(only=["autotune"])
     row = next(r for r in torchfix_core.status() if r.id == "autotune")
-    if outside_validated_range("autotune"):  # torch 2.10: the range check answers before the probe
-        assert row.state == "out-of-range" and "outside the validated range" in row.reason, row
-        return
-    assert row.state == ("applied" if _replay_really_is_strict() else "not-needed")
-    assert "SAC replay is" in row.reason
+    assert row.state == state_to_expect("autotune", _replay_really_is_strict()), row
+    if row.state == "out-of-range":  # torch 2.10: the range check answers before the probe
+        assert "outside the validated range" in row.reason, row
+    else:
+        assert "SAC replay is" in row.reason
 
 
 def test_probe_is_side_effect_free_under_an_outer_sac_forward() -> None:

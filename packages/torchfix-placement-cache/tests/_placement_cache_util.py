@@ -19,19 +19,12 @@ def bug_present() -> bool:
     return unpatched_key_probe().ignores_local_shape
 
 
-def in_validated_range() -> bool:
-    """Whether the installed torch is inside the fix's declared range (outside: ``out-of-range``)."""
-    from torchfix_core.testing import outside_validated_range
-
-    return outside_validated_range("placement-cache") is None
-
-
 def expected_state() -> str:
     """The state the fix must reach on this torch: out-of-range outside its range (2.10), else
     applied where the key ignores the local shape (2.12-2.15) and not-needed where it does not (2.11)."""
-    if not in_validated_range():
-        return "out-of-range"
-    return "applied" if bug_present() else "not-needed"
+    from torchfix_core.testing import state_to_expect
+
+    return state_to_expect("placement-cache", bug_present())
 
 
 def mesh(shape=(4,), rank=0, names=None):  # type: ignore[no-untyped-def]

@@ -72,8 +72,6 @@ def bug_present() -> bool:
 def expected_state(bug_present: bool) -> str:
     """The fix's state on this torch: out-of-range outside its validated range (2.10), else the
     probe's decision."""
-    from torchfix_core.testing import outside_validated_range
+    from torchfix_core.testing import state_to_expect
 
-    if outside_validated_range("sac-replay"):
-        return "out-of-range"
-    return "applied" if bug_present else "not-needed"
+    return state_to_expect("sac-replay", bug_present)

@@ -9,6 +9,6 @@ lifecycle guarantees for every fix, each case in a fresh Python subprocess::
         expected_state = "applied"        # or a property deciding from the live probe
 """
 
-from torchfix_core.testing._contract import CASES, FixContract, outside_validated_range, run_case
+from torchfix_core.testing._contract import CASES, FixContract, outside_validated_range, run_case, state_to_expect
 
-__all__ = ["CASES", "FixContract", "outside_validated_range", "run_case"]
+__all__ = ["CASES", "FixContract", "outside_validated_range", "run_case", "state_to_expect"]

@@ -88,6 +88,16 @@ def outside_validated_range(fix_id: str) -> str | None:
     return None
 
 
+def state_to_expect(fix_id: str, bug_present: bool) -> str:
+    """The state ``fix_id`` must reach on the installed libraries once its trigger has fired:
+    ``out-of-range`` outside its validated range (the range check answers before the probe), else
+    ``applied`` where the bug is present and ``not-needed`` where it is not. ``bug_present`` must come
+    from the test's own reproduction or live check, never from the fix's probe."""
+    if outside_validated_range(fix_id):
+        return "out-of-range"
+    return "applied" if bug_present else "not-needed"
+
+
 class FixContract:
     """Mix-in of contract tests. Set ``fix_id`` and ``patched``; override ``expected_state``
     (``"applied"`` or ``"not-needed"``: what the probe decides) where the bug is absent on the
