@@ -9,17 +9,23 @@
 # install a fixture from source). SRC/.commit, if present, names the commit SRC was exported from.
 # Writes OUT_DIR/torch-X.Y.Z-pyA.B/{doctor.json,commit.txt,<dir>.xml,<dir>.log},
 # the layout scripts/compatibility.py reads from .matrix-results/.
+# CELL_ONLY / CELL_SKIP (space-separated names such as "torchfix-aot-fallback cross-package") run a
+# part of the cell, so that a cell can be split over calls of a machine with a time limit per call;
+# each test process gets OMP_NUM_THREADS = cores / JOBS.
 set -uo pipefail
 src=$(cd "$1" && pwd) wheels=$2 out=$3 jobs=${4:-8}
 site=$(mktemp -d)
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheels"/*.whl || exit 1
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} TORCHINDUCTOR_COMPILE_THREADS=1 PYTHONDONTWRITEBYTECODE=1
+threads=$(( $(nproc) / jobs )); export OMP_NUM_THREADS=$(( threads > 0 ? threads : 1 ))
 cell=torch-$(python3 -c 'import torch; print(torch.__version__.split("+")[0])')-py$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 mkdir -p "$out/$cell"
 python3 -m torchfix_core --json > "$out/$cell/doctor.json"
 cp "$src/.commit" "$out/$cell/commit.txt" 2>/dev/null || git -C "$src" rev-parse --short HEAD > "$out/$cell/commit.txt" 2>/dev/null
 for dir in "$src"/packages/torchfix-*/tests "$src/tests"; do
   name=$(basename "$(dirname "$dir")"); [ "$dir" = "$src/tests" ] && name=cross-package
+  if [ -n "${CELL_ONLY:-}" ] && [[ " $CELL_ONLY " != *" $name "* ]]; then continue; fi
+  if [[ " ${CELL_SKIP:-} " == *" $name "* ]]; then continue; fi
   (cd "$src" && python3 -m pytest -q -p no:cacheprovider -m "not gpu and not slow" --junitxml "$out/$cell/$name.xml" \
     "$dir" > "$out/$cell/$name.log" 2>&1; echo "$cell $name: exit $? $(tail -1 "$out/$cell/$name.log")") &
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 1; done
