@@ -163,7 +163,12 @@ def test_torchfix_run_chains_to_a_shadowed_user_sitecustomize(python, tmp_path: 
             "import os, torch\nfrom torchfix_core import _registry\n"
             "print(os.environ.get('USER_SITECUSTOMIZE_RAN'), _registry.activation()['source'])\n",
         ),
-        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONPATH": str(tmp_path)},
+        # the user's directory first; an existing PYTHONPATH (e.g. where torchfix is installed with
+        # pip --target, as on machines without an index) stays behind it
+        env={
+            "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
+        },
     )
     assert proc.stdout.strip().splitlines()[-1] == "1 torchfix-run"
 
