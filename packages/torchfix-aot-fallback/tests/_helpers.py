@@ -67,7 +67,10 @@ def graph_break(x):
     return y.cos() * 2
 
 def plain(x):
-    return x.sin() + 1
+    # sin(x) + 2 stays in [1, 3], where Inductor's vectorised sin and eager's agree within
+    # allclose's default rtol; sin(x) + 1 nears 0 at x = -pi/2, where a 1-ulp difference (~6e-8)
+    # exceeds atol 1e-8 and random inputs made the comparisons flaky (seen once on torch 2.11)
+    return x.sin() + 2
 """
 
 
