@@ -69,19 +69,7 @@ def run_pytest(session: nox.Session, cell: str | None = None) -> None:
     one failed, and the session fails at the end if any did."""
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     failed: list[str] = []
-    out = RESULTS / cell if cell else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        for stale in out.glob("*"):
-            stale.unlink()
-        with (out / "doctor.json").open("w") as handle:
-            session.run("python", "-m", "torchfix_core", "--json", stdout=handle)
-        try:
-            git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-            commit = git.stdout.strip() or "?"
-        except OSError:  # no git on this machine
-            commit = "?"
-        (out / "commit.txt").write_text(commit)
+    out = start_cell(session, cell) if cell else None
     for directory in test_dirs():
         name = directory.parent.name if directory.parent != ROOT else "cross-package"
         report = ["--junitxml", str(out / f"{name}.xml")] if out is not None else []
@@ -104,6 +92,23 @@ def run_pytest(session: nox.Session, cell: str | None = None) -> None:
             failed.append(name)
     if failed:
         session.error(f"tests failed in: {', '.join(failed)}")
+
+
+def start_cell(session: nox.Session, cell: str) -> Path:
+    """``.matrix-results/<cell>/`` emptied, with the environment's doctor report and the commit."""
+    out = RESULTS / cell
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob("*"):
+        stale.unlink()
+    with (out / "doctor.json").open("w") as handle:
+        session.run("python", "-m", "torchfix_core", "--json", stdout=handle)
+    try:
+        git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        commit = git.stdout.strip() or "?"
+    except OSError:  # no git on this machine
+        commit = "?"
+    (out / "commit.txt").write_text(commit)
+    return out
 
 
 @nox.session(tags=["ci"])
@@ -163,12 +168,15 @@ def combinations(session: nox.Session) -> None:
 
 @nox.session
 def matrix(session: nox.Session) -> None:
-    """The full matrix: every torch release, the extra Pythons, the combination suite, then
+    """The full matrix: every torch release, the extra Pythons, every TransformerEngine release
+    (fp8-recompute), the combination suite, then
     docs/compatibility.md regenerated from .matrix-results/ (sessions run one after another)."""
     for torch in TORCH_MATRIX:
         session.notify(f"tests_torch({torch})")
     for python in MATRIX_PYTHONS:
         session.notify(f"tests_python-{python}")
+    for te in TE_VERSIONS:
+        session.notify(f"te({te})")
     session.notify("combinations")
     session.notify("compatibility")
 
@@ -202,8 +210,12 @@ def te(session: nox.Session, te: str) -> None:
     session.install("--no-deps", f"transformer-engine=={te}")
     session.install("--no-deps", "--no-build-isolation", str(PACKAGES / "torchfix-core"), str(package))
     session.run("python", str(package / "tests" / "te_standins" / "install.py"))
+    out = start_cell(session, f"te-{te}")  # a TransformerEngine column of docs/compatibility.md
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    session.run("python", "-m", "pytest", "-q", "-m", "not gpu", *session.posargs, str(package / "tests"), env=env)
+    report = ["--junitxml", str(out / f"{package.name}.xml")]
+    session.run(
+        "python", "-m", "pytest", "-q", "-m", "not gpu", *report, *session.posargs, str(package / "tests"), env=env
+    )
 
 
 @nox.session(tags=["ci"])

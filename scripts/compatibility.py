@@ -46,6 +46,13 @@ def torch_matrix() -> list[str]:
     return re.findall(r'"([^"]+)"', match.group(1))
 
 
+def te_matrix() -> list[str]:
+    match = re.search(r"^TE_VERSIONS = \[(.*?)\]", (ROOT / "noxfile.py").read_text(), re.M)
+    if not match:
+        raise SystemExit("noxfile.py: TE_VERSIONS not found")
+    return re.findall(r'"([^"]+)"', match.group(1))
+
+
 def metadata() -> dict[str, Any]:
     """What the page must agree with: the fixes as their packages declare them, and the matrix."""
     fixes = []
@@ -61,7 +68,7 @@ def metadata() -> dict[str, Any]:
                 "targets": dict(sorted(spec.targets.items())),
             }
         )
-    return {"torch_matrix": torch_matrix(), "fixes": fixes}
+    return {"torch_matrix": torch_matrix(), "te_matrix": te_matrix(), "fixes": fixes}
 
 
 def in_range(spec: str, version: str) -> bool:
@@ -155,7 +162,10 @@ def render(meta: dict[str, Any]) -> str:
                 lines.append(f"- torch {version} / Python {python}: {' '.join(notes.read_text().split())}")
         if lines[-1]:
             lines.append("")
+    te_cells = {p.name.removeprefix("te-"): read_cell(p) for p in sorted(RESULTS.glob("te-*")) if p.is_dir()}
+    lines += render_te(meta, te_cells)
     missing = [f"torch {v} / Python {p}" for p in ("3.11",) for v in matrix if f"torch-{v}-py{p}" not in cells]
+    missing += [f"TransformerEngine {v}" for v in meta["te_matrix"] if v not in te_cells]
     if missing:
         lines += [
             "Not run in this matrix run: " + ", ".join(missing) + ". The default cell (torch "
@@ -167,7 +177,7 @@ def render(meta: dict[str, Any]) -> str:
     for fix in meta["fixes"]:
         lines.append(f"- `{fix['id']}` (validated for {', '.join(f'{k} {v}' for k, v in fix['targets'].items())}):")
         seen: dict[str, list[str]] = {}
-        for name, cell in cells.items():
+        for name, cell in [*cells.items(), *((f"te-{v}", c) for v, c in te_cells.items())]:
             row = cell["states"].get(fix["id"])
             if row:
                 seen.setdefault(f"{row['state']}: {row['reason']}", []).append(name)
@@ -191,6 +201,44 @@ def render(meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_te(meta: dict[str, Any], te_cells: dict[str, dict[str, Any]]) -> list[str]:
+    """The fixes that patch TransformerEngine x the TE releases of ``nox -s te(VERSION)``."""
+    fixes = [f for f in meta["fixes"] if "transformer_engine" in f["targets"]]
+    columns = [v for v in meta["te_matrix"] if v in te_cells]
+    if not fixes or not columns:
+        return []
+    lines = [
+        "## TransformerEngine",
+        "",
+        "`nox -s te(VERSION)`: the fix against TransformerEngine's real Python sources from the registry; TE's",
+        "compiled parts (CUDA core library, torch extension) cannot run on a CPU machine and are replaced by the",
+        "test stand-ins in packages/torchfix-fp8-recompute/tests/te_standins/ (which say what they mirror).",
+        "",
+        "| fix | " + " | ".join(f"transformer_engine {v}" for v in columns) + " |",
+        "|---|" + "---|" * len(columns),
+        "| (commit tested) | " + " | ".join(f"`{te_cells[v]['commit']}`" for v in columns) + " |",
+        "| (torch, Python) | "
+        + " | ".join(f"{te_cells[v]['torch'] or '?'}, {te_cells[v]['python'] or '?'}" for v in columns)
+        + " |",
+    ]
+    for fix in fixes:
+        row = [f"`{fix['id']}` {fix['version']}"]
+        for version in columns:
+            cell = te_cells[version]
+            state = cell["states"].get(fix["id"], {}).get("state", "absent")
+            shown = f"**{state}**" if state == "applied" else state
+            row.append(f"{shown}: {describe(cell['reports'].get(fix['package']))}")
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    for version in columns:
+        notes = RESULTS / f"te-{version}" / "notes.txt"
+        if notes.is_file():
+            lines.append(f"- TransformerEngine {version}: {' '.join(notes.read_text().split())}")
+    if lines[-1]:
+        lines.append("")
+    return lines
+
+
 def matrix_default() -> str:
     match = re.search(r'^DEFAULT_TORCH = "([^"]+)"', (ROOT / "noxfile.py").read_text(), re.M)
     return match.group(1) if match else "?"
@@ -212,23 +260,25 @@ def check(meta: dict[str, Any]) -> list[str]:
         for fix_id in sorted(old.keys() | new.keys()):
             if old.get(fix_id) != new.get(fix_id):
                 problems.append(f"fix {fix_id!r}: page has {old.get(fix_id)}, packages declare {new.get(fix_id)}")
-        if recorded.get("torch_matrix") != meta["torch_matrix"]:
-            problems.append(f"torch matrix: page has {recorded.get('torch_matrix')}, noxfile {meta['torch_matrix']}")
-    # a recorded state must agree with the validated range of the torch it was recorded on
+        for key in ("torch_matrix", "te_matrix"):
+            if recorded.get(key) != meta[key]:
+                problems.append(f"{key.replace('_', ' ')}: page has {recorded.get(key)}, noxfile {meta[key]}")
+    # a recorded state must agree with the validated range of the library version it was recorded on
+    # (columns are headed "torch 2.12.0" or "transformer_engine 2.18.0")
     for fix in meta["fixes"]:
-        spec = fix["targets"].get("torch")
-        if not spec:
-            continue
         for line in text.splitlines():
             if not line.startswith(f"| `{fix['id']}` "):
                 continue
             header = next(h for h in reversed(text[: text.index(line)].splitlines()) if h.startswith("| fix |"))
-            versions = re.findall(r"torch ([0-9][^ |]*)", header)
+            columns = re.findall(r"(\w+) ([0-9][^ |]*)", header)
             states = [c.strip().split(":")[0].strip("*") for c in line.strip("|").split("|")[1:]]
-            for version, state in zip(versions, states):
+            for (library, version), state in zip(columns, states):
+                spec = fix["targets"].get(library)
+                if not spec or state == "not-installed":
+                    continue
                 inside = in_range(spec, version)
-                if inside and state == "out-of-range" or not inside and state not in ("out-of-range", "not-installed"):
-                    problems.append(f"fix {fix['id']!r} on torch {version}: recorded {state}, range {spec}")
+                if inside and state == "out-of-range" or not inside and state != "out-of-range":
+                    problems.append(f"fix {fix['id']!r} on {library} {version}: recorded {state}, range {spec}")
     return problems
 
 
