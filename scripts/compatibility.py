@@ -3,13 +3,14 @@
     python scripts/compatibility.py --write   # after `nox -s matrix` (reads .matrix-results/)
     python scripts/compatibility.py --check   # CI: fail if the page is stale
 
-A matrix run leaves one folder per cell under ``.matrix-results/`` (``torch-2.12.0-py3.11``, ...):
+A matrix run leaves one folder per cell under ``.matrix-results/`` (``torch-2.12.0-py3.11``, ...;
+``te-2.18.0``, ... from the ``te(VERSION)`` sessions, rendered as a TransformerEngine table):
 ``doctor.json`` (``python -m torchfix_core --json`` in that environment), ``commit.txt``, one JUnit
 report per test directory and, optionally, ``notes.txt`` (shown under the table: what a reader must
 know about that cell, e.g. a run cut short); ``combinations/`` holds the combination suite's report. ``--write`` turns them into
 a fix x torch table (the probe's decision and the fix package's test result per cell) and embeds
 the fixes' metadata it was made against. ``--check`` recomputes that metadata from the installed
-fix packages (id, distribution version, validated ranges) and from ``noxfile.py`` (torch matrix)
+fix packages (id, distribution version, validated ranges) and from ``noxfile.py`` (torch and TE matrices)
 and fails when it differs from the embedded copy, or when a recorded state contradicts a validated
 range (``out-of-range`` inside the range, or anything else outside it): then the matrix must be
 re-run. Needs torchfix-core and every fix package importable (their ``package`` modules are data).

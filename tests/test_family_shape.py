@@ -127,3 +127,12 @@ def test_compatibility_page_is_current_and_drift_is_caught() -> None:
     problems = compatibility.check(changed)
     assert any(meta["fixes"][0]["id"] in p for p in problems), problems
     assert any(meta["fixes"][1]["id"] in p and "9.9.9" in p for p in problems), problems
+    assert any(meta["fixes"][0]["id"] in p and "on torch" in p and "range >=9.0" in p for p in problems), problems
+
+    # the TransformerEngine table is checked the same way: its matrix, and states against TE ranges
+    te_fix = next(i for i, f in enumerate(meta["fixes"]) if "transformer_engine" in f["targets"])
+    changed = {**meta, "te_matrix": [*meta["te_matrix"], "9.9.9"], "fixes": [dict(f) for f in meta["fixes"]]}
+    changed["fixes"][te_fix]["targets"] = {"transformer_engine": ">=9.0"}
+    problems = compatibility.check(changed)
+    assert any(p.startswith("te matrix") for p in problems), problems
+    assert any("on transformer_engine" in p and "range >=9.0" in p for p in problems), problems
