@@ -116,22 +116,11 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             backward(loss)
         except RuntimeError as exc:
             error = f"step {step}: {str(exc).splitlines()[0][:160]}"
-            f2, h2 = frames()
-            rows.append(
-                {
-                    "step": step,
-                    "n": n,
-                    "fwd_compiles": f1 - f0,
-                    "recompute_compiles": f2 - f1,
-                    "fallbacks": h2 - h1,
-                    "s": time.perf_counter() - t0,
-                }
-            )
-            break
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if dev == "cuda":
-            torch.cuda.synchronize()
+        else:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            if dev == "cuda":
+                torch.cuda.synchronize()
         f2, h2 = frames()
         rows.append(
             {
@@ -143,6 +132,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                 "s": time.perf_counter() - t0,
             }
         )
+        if error is not None:  # the failing step's row is kept; the run stops there
+            break
     total = time.perf_counter() - t_all
     tail = [r["s"] for r in rows[len(SEQ_LENS) :]] if error is None else []
     overhead = tiny_overhead(dev, args.overhead_iters, fix)
