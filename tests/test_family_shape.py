@@ -136,3 +136,17 @@ def test_compatibility_page_is_current_and_drift_is_caught() -> None:
     problems = compatibility.check(changed)
     assert any(p.startswith("te matrix") for p in problems), problems
     assert any("on transformer_engine" in p and "range >=9.0" in p for p in problems), problems
+
+
+def test_workflow_matrices_match_the_noxfile() -> None:
+    """The workflow's job matrices (torch, Python, TransformerEngine) list what noxfile.py runs."""
+    noxfile = (ROOT / "noxfile.py").read_text()
+    workflow = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
+
+    def listed(pattern: str, text: str) -> list[str]:
+        match = re.search(pattern, text, re.M)
+        assert match, pattern
+        return re.findall(r'"([^"]+)"', match.group(1))
+
+    for nox_name, key in (("TORCH_MATRIX", "torch"), ("MATRIX_PYTHONS", "python"), ("TE_VERSIONS", "te")):
+        assert listed(rf"^{nox_name} = \[(.*?)\]", noxfile) == listed(rf"^\s+{key}: \[(.*?)\]", workflow), nox_name
