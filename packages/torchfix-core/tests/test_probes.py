@@ -24,3 +24,23 @@ def test_probe_ops_never_reach_an_outer_mode_of_the_caller() -> None:
         sac_replay_behaviour()
         torch.ones(1)
     assert len(outer.seen) == 2 and not any("empty" in op for op in outer.seen), outer.seen
+
+
+def test_other_ops_below_replay_without_the_probe_op_are_inconclusive() -> None:
+    """A replay mode that runs ops of its own (as torch 2.12's does: arange, nonzero, ...) but never
+    lets the probe's op through is not evidence of lenient replay: the probe refuses."""
+    import contextlib
+
+    import pytest
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torchfix_core.patching import PatchRefused
+
+    made_earlier = torch.zeros(1)
+
+    class BusyButSwallowing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            torch.arange(3)  # reaches the mode below
+            return made_earlier  # the requested op itself is never run below
+
+    with pytest.raises(PatchRefused, match=r"inconclusive.*aten\.empty\.memory_format.*aten\.arange"):
+        sac_replay_behaviour(lambda: (contextlib.nullcontext(), BusyButSwallowing()))

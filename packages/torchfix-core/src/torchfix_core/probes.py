@@ -15,6 +15,8 @@ from typing import Any, Callable, NamedTuple
 from torchfix_core.patching import PatchRefused
 
 _STRICT_MARK = "not found in storage"
+#: the op the strict-replay probe runs under SAC replay without recording it (``torch.empty(1)``)
+_PROBE_OP = "aten.empty.memory_format"
 
 
 class ReplayBehaviour(NamedTuple):
@@ -90,10 +92,15 @@ def sac_replay_behaviour(make_contexts: Callable[[], tuple[Any, Any]] = sac_cont
                         True, f"SAC replay is strict: an op the forward never recorded raised ({first})"
                     )
                 raise PatchRefused(f"SAC replay raised an unexpected error for an unrecorded op: {exc}") from None
-        if below.seen:
+        # torch 2.12's replay mode runs ops of its own (arange, nonzero, ...) that the mode below also
+        # sees: only the probe's own op re-executed shows lenient replay
+        if _PROBE_OP in below.seen:
             return ReplayBehaviour(
-                False, f"SAC replay is lenient: an op the forward never recorded was re-executed ({below.seen[0]})"
+                False, f"SAC replay is lenient: an op the forward never recorded was re-executed ({_PROBE_OP})"
             )
-        raise PatchRefused("strict-replay probe inconclusive: the probe's op never reached Python dispatch")
+        raise PatchRefused(
+            f"strict-replay probe inconclusive: the probe's op ({_PROBE_OP}) never reached Python dispatch"
+            f" below SAC's replay mode (seen there: {sorted(set(below.seen)) or 'nothing'})"
+        )
 
     return isolated(body)  # type: ignore[no-any-return]
