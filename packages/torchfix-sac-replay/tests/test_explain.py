@@ -12,6 +12,10 @@ from conftest import scenario
 from torch.utils.checkpoint import checkpoint
 from torchfix_sac_replay import explain
 
+# Measured: SAC records a compiled forward's extern kernels (aten.mm.out) from torch 2.13; on 2.12 its
+# modes skip compiled code (ignore_compile_internals) and the forward records nothing.
+RECORDS_COMPILED_OPS = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
+
 
 def test_eager_replay_mismatch_error_is_plain_without_fix() -> None:
     """BRIEF section 1.1 without torchfix: torch's bare message, nothing chained."""
@@ -38,7 +42,10 @@ def test_eager_replay_mismatch_error_is_explained_with_fix(bug_present: bool) ->
     assert message.startswith(original)
     assert "[torchfix sac-replay]" in message
     assert "compiled forward replayed eagerly" in message
-    assert "aten.mm.out" in message  # what the compiled forward recorded
+    if RECORDS_COMPILED_OPS:
+        assert "aten.mm.out" in message  # what the compiled forward recorded
+    else:
+        assert "compiled forward replayed eagerly (likely)" in message and "Forward recorded: nothing." in message
     assert "sac_scenarios.py" in message and "in f" in message  # where the eager op came from
     assert "checkpoint_wrapper" in message  # the remedy
     assert "recompile limit hit" not in message and "autotuning during recompute" not in message

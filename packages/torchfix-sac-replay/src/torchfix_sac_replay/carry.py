@@ -18,7 +18,8 @@ Hazards:
 * The captured context keeps the forward's ContextVar values alive until the frame is freed (after
   backward); torch's own are small (config values, flags).
 * Frames built while compiling (``torch.compiler.is_compiling()``, or a ProxyTorchDispatchMode active,
-  i.e. AOTAutograd tracing ``tag_activation_checkpoint``) are left untouched. ``is_compiling()`` is
+  i.e. AOTAutograd tracing ``tag_activation_checkpoint``, or a FakeTensorMode active, i.e. Dynamo's
+  fake run of the checkpoint body, which 2.12's ``is_compiling()`` does not flag) are left untouched. ``is_compiling()`` is
   process-global in 2.13+ (``_compile_session_context``), so a frame built while *another* thread
   compiles is also left untouched (it behaves as without the fix).
 * Reentrant checkpoint (``use_reentrant=True``) builds no ``_CheckpointFrame`` and is not covered.
@@ -77,7 +78,10 @@ def in_compile_path() -> bool:
 
     if torch.compiler.is_compiling():
         return True
-    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY) is not None
+    keys = torch._C._TorchDispatchModeKey
+    # PROXY: AOTAutograd tracing tag_activation_checkpoint; FAKE: Dynamo's fake-tensor run of the
+    # checkpoint body, where torch <= 2.12's is_compiling() is still False (nothing real runs there)
+    return any(torch._C._get_dispatch_mode(key) is not None for key in (keys.PROXY, keys.FAKE))
 
 
 def make_frame_init(original: Callable[..., None]) -> Callable[..., None]:

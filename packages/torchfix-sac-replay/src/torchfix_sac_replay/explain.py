@@ -139,6 +139,7 @@ class Evidence:
         self.storage: dict[str, int] = {}
         self.site: str | None = None
         self.site_compiled = False
+        self.mode_ignores_compiled = False  # SAC's mode skips compiled code (ignore_compile_internals)
         self.autotune: list[str] = []
         dispatch_index = None
         for i in range(len(frames) - 1, -1, -1):
@@ -148,6 +149,10 @@ class Evidence:
                 mode = frame.f_locals["self"]
                 func = frame.f_locals.get("func")
                 self.op = str(func) if func is not None else None
+                try:
+                    self.mode_ignores_compiled = bool(type(mode).ignore_compile_internals())
+                except Exception:  # noqa: BLE001 - older modes have no such classmethod
+                    self.mode_ignores_compiled = False
                 try:
                     self.storage = {_key_name(k): _entries(v) for k, v in tuple(mode.storage.items())}
                 except Exception:  # noqa: BLE001 - best effort
@@ -254,7 +259,10 @@ def describe(
             "(a global or attribute changed between forward and backward, a different TorchFunctionMode "
             "stack); pair torchfix sac-replay with torchfix-autotune for cold kernels."
         )
-    if compiled_fwd and not ev.site_compiled:
+    # torch <= 2.12: SAC's modes skip compiled code entirely, so a compiled forward records nothing
+    # (2.13+ records its extern kernels and regions, the evidence above)
+    nothing_recorded = not ev.storage and ev.op is not None and ev.mode_ignores_compiled
+    if (compiled_fwd or nothing_recorded) and not ev.site_compiled:
         where = f" from eager code ({ev.site})" if ev.site else " from eager code"
         cause = (
             "because of the recompile limit above"
@@ -262,9 +270,16 @@ def describe(
             else "because Dynamo did not run the compiled artifact for the recompute (eager fallback, "
             "torch._dynamo.disable, or a different callable)"
         )
+        if compiled_fwd:
+            what = f"compiled forward replayed eagerly: the forward recorded Inductor-compiled ops ({', '.join(compiled_fwd[:4])})"
+        else:
+            what = (
+                "compiled forward replayed eagerly (likely): the forward recorded nothing for SAC to replay, and "
+                "SAC's modes ignore compiled code on this torch (ignore_compile_internals), so a forward that "
+                f"ran torch.compile'd code records nothing (otherwise the forward never ran {ev.op})"
+            )
         findings.append(
-            f"compiled forward replayed eagerly: the forward recorded Inductor-compiled ops "
-            f"({', '.join(compiled_fwd[:4])}) but the recompute dispatched {ev.op or 'an op'}{where}, {cause}. "
+            f"{what}, but the recompute dispatched {ev.op or 'an op'}{where}, {cause}. "
             "Fix: checkpoint inside the compiled region, torch.compile(checkpoint_wrapper(block, "
             f"context_fn=...)), so SAC sees no runtime dispatches (see {DOCS})."
         )
