@@ -144,25 +144,14 @@ def render(meta: dict[str, Any]) -> str:
             "| (commit tested) | " + " | ".join(f"`{cells[f'torch-{v}-py{python}']['commit']}`" for v in columns) + " |"
         )
         for fix in meta["fixes"]:
-            row = [f"`{fix['id']}` {fix['version']}"]
-            for version in columns:
-                cell = cells[f"torch-{version}-py{python}"]
-                state = cell["states"].get(fix["id"], {}).get("state", "absent")
-                shown = f"**{state}**" if state == "applied" else state
-                row.append(f"{shown}: {describe(cell['reports'].get(fix['package']))}")
-            lines.append("| " + " | ".join(row) + " |")
+            lines.append(fix_row(fix, [cells[f"torch-{v}-py{python}"] for v in columns]))
         for extra in ("torchfix-core", "cross-package"):
             row = [f"{extra} tests"]
             for version in columns:
                 row.append(describe(cells[f"torch-{version}-py{python}"]["reports"].get(extra)))
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
-        for version in columns:
-            notes = RESULTS / f"torch-{version}-py{python}" / "notes.txt"
-            if notes.is_file():
-                lines.append(f"- torch {version} / Python {python}: {' '.join(notes.read_text().split())}")
-        if lines[-1]:
-            lines.append("")
+        lines += notes_lines({f"torch {v} / Python {python}": f"torch-{v}-py{python}" for v in columns})
     te_cells = {p.name.removeprefix("te-"): read_cell(p) for p in sorted(RESULTS.glob("te-*")) if p.is_dir()}
     lines += render_te(meta, te_cells)
     missing = [f"torch {v} / Python {p}" for p in ("3.11",) for v in matrix if f"torch-{v}-py{p}" not in cells]
@@ -222,22 +211,29 @@ def render_te(meta: dict[str, Any], te_cells: dict[str, dict[str, Any]]) -> list
         + " | ".join(f"{te_cells[v]['torch'] or '?'}, {te_cells[v]['python'] or '?'}" for v in columns)
         + " |",
     ]
-    for fix in fixes:
-        row = [f"`{fix['id']}` {fix['version']}"]
-        for version in columns:
-            cell = te_cells[version]
-            state = cell["states"].get(fix["id"], {}).get("state", "absent")
-            shown = f"**{state}**" if state == "applied" else state
-            row.append(f"{shown}: {describe(cell['reports'].get(fix['package']))}")
-        lines.append("| " + " | ".join(row) + " |")
+    lines += [fix_row(fix, [te_cells[v] for v in columns]) for fix in fixes]
     lines.append("")
-    for version in columns:
-        notes = RESULTS / f"te-{version}" / "notes.txt"
+    return lines + notes_lines({f"TransformerEngine {v}": f"te-{v}" for v in columns})
+
+
+def fix_row(fix: dict[str, Any], cells: list[dict[str, Any]]) -> str:
+    """One fix's table row: its state and its package's test result in each cell."""
+    row = [f"`{fix['id']}` {fix['version']}"]
+    for cell in cells:
+        state = cell["states"].get(fix["id"], {}).get("state", "absent")
+        shown = f"**{state}**" if state == "applied" else state
+        row.append(f"{shown}: {describe(cell['reports'].get(fix['package']))}")
+    return "| " + " | ".join(row) + " |"
+
+
+def notes_lines(folders: dict[str, str]) -> list[str]:
+    """``- <label>: <notes.txt>`` for each cell folder that has notes, then a blank line if any."""
+    lines = []
+    for label, folder in folders.items():
+        notes = RESULTS / folder / "notes.txt"
         if notes.is_file():
-            lines.append(f"- TransformerEngine {version}: {' '.join(notes.read_text().split())}")
-    if lines[-1]:
-        lines.append("")
-    return lines
+            lines.append(f"- {label}: {' '.join(notes.read_text().split())}")
+    return lines + [""] if lines else lines
 
 
 def matrix_default() -> str:
