@@ -19,13 +19,17 @@ The default sessions use pip (which, on the CPU CI machines, finds the local CPU
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).parent
-PACKAGES = ROOT / "packages"
-FIXTURES = PACKAGES / "torchfix-core" / "tests" / "fixtures"
+sys.path.insert(0, str(ROOT / "scripts"))
+import family  # noqa: E402 - scripts/family.py: the one list of the family's packages
+
+PACKAGES = family.PACKAGES
+FIXTURES = family.core() / "tests" / "fixtures"
 DEFAULT_TORCH = "2.13.0"
 TORCH_MATRIX = ["2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.1", "2.15.0"]
 TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy", "pip", "setuptools"]
@@ -41,22 +45,20 @@ nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = False
 
 
-def fix_packages() -> list[Path]:
-    """Every fix package (torchfix-core and torchfix-all excluded), by name."""
-    return sorted(p for p in PACKAGES.glob("torchfix-*") if p.name not in ("torchfix-core", "torchfix-all"))
+fix_packages = family.fix_packages
 
 
 def install_torchfix(session: nox.Session, *, fixtures: bool = True) -> None:
     """Install torchfix-core, every fix package and torchfix-all as real wheels (entry points and
     all), plus the test-tree fixes used by the core's tests."""
-    targets = [PACKAGES / "torchfix-core", *fix_packages(), PACKAGES / "torchfix-all"]
+    targets = family.all_packages()
     if fixtures:
         targets += [FIXTURES / "torchfix-demo-checkpoint", FIXTURES / "torchfix-demo-dynamo"]
     session.install("--no-build-isolation", *map(str, targets))
 
 
 def test_dirs() -> list[Path]:
-    dirs = [p / "tests" for p in [PACKAGES / "torchfix-core", *fix_packages()] if (p / "tests").is_dir()]
+    dirs = [p / "tests" for p in family.member_packages() if (p / "tests").is_dir()]
     return [*dirs, ROOT / "tests"]
 
 
@@ -148,7 +150,7 @@ def combinations(session: nox.Session) -> None:
     (tests/combinations/). Results: .matrix-results/combinations/."""
     session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
     session.install("--no-deps", f"transformer-engine=={TE_IN_CI[0]}")
-    session.install("--no-deps", "--no-build-isolation", str(PACKAGES / "torchfix-core"))
+    session.install("--no-deps", "--no-build-isolation", str(family.core()))
     session.run("python", str(PACKAGES / "torchfix-fp8-recompute" / "tests" / "te_standins" / "install.py"))
     out = RESULTS / "combinations"
     out.mkdir(parents=True, exist_ok=True)
@@ -185,7 +187,7 @@ def matrix(session: nox.Session) -> None:
 def compatibility(session: nox.Session) -> None:
     """Write docs/compatibility.md from .matrix-results/ (needs every fix package's metadata)."""
     session.install("packaging", "hatchling")
-    session.install("--no-deps", "--no-build-isolation", *map(str, [PACKAGES / "torchfix-core", *fix_packages()]))
+    session.install("--no-deps", "--no-build-isolation", *map(str, family.member_packages()))
     session.run("python", str(ROOT / "scripts" / "compatibility.py"), "--write", *session.posargs)
 
 
@@ -208,7 +210,7 @@ def te(session: nox.Session, te: str) -> None:
     torch = "torch==2.8.0" if te.startswith("1.") else f"torch=={DEFAULT_TORCH}"
     session.install(torch, *TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
     session.install("--no-deps", f"transformer-engine=={te}")
-    session.install("--no-deps", "--no-build-isolation", str(PACKAGES / "torchfix-core"), str(package))
+    session.install("--no-deps", "--no-build-isolation", str(family.core()), str(package))
     session.run("python", str(package / "tests" / "te_standins" / "install.py"))
     out = start_cell(session, f"te-{te}")  # a TransformerEngine column of docs/compatibility.md
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -229,7 +231,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     session.install("mypy", f"torch=={DEFAULT_TORCH}", "packaging", "pytest", "hatchling")
     install_torchfix(session, fixtures=False)
-    sources = [str(p / "src") for p in [PACKAGES / "torchfix-core", *fix_packages()]]
+    sources = [str(p / "src") for p in family.member_packages()]
     session.run("mypy", *sources)
 
 

@@ -29,15 +29,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ROOT / "packages"
+from family import ROOT, fix_packages
+
 RESULTS = ROOT / ".matrix-results"
 PAGE = ROOT / "docs" / "compatibility.md"
 MARK = re.compile(r"<!-- torchfix-compatibility-metadata\n(.*?)\n-->", re.S)
-
-
-def fix_package_dirs() -> list[Path]:
-    return sorted(p for p in PACKAGES.glob("torchfix-*") if p.name not in ("torchfix-core", "torchfix-all"))
 
 
 def torch_matrix() -> list[str]:
@@ -57,7 +53,7 @@ def te_matrix() -> list[str]:
 def metadata() -> dict[str, Any]:
     """What the page must agree with: the fixes as their packages declare them, and the matrix."""
     fixes = []
-    for package in fix_package_dirs():
+    for package in fix_packages():
         module = package.name.replace("-", "_")
         spec = importlib.import_module(f"{module}.package").FIX
         version = importlib.import_module(f"{module}.version").__version__

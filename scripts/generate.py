@@ -11,29 +11,11 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ROOT / "packages"
-ALL_PYPROJECT = PACKAGES / "torchfix-all" / "pyproject.toml"
+from family import ROOT, member_packages, meta_package, package_version
+
+ALL_PYPROJECT = meta_package() / "pyproject.toml"
 BLOCK = re.compile(r"(# BEGIN GENERATED[^\n]*\n)(.*?)(# END GENERATED)", re.S)
-
-
-def package_version(package_dir: Path) -> str:
-    module = package_dir.name.replace("-", "_")
-    text = (package_dir / "src" / module / "version.py").read_text()
-    match = re.search(r'^__version__\s*=\s*"([^"]+)"', text, re.M)
-    if not match:
-        raise SystemExit(f"{package_dir}: version.py has no __version__")
-    return match.group(1)
-
-
-def member_packages() -> list[Path]:
-    """torchfix-core first, then the fix packages by name; torchfix-all itself excluded."""
-    dirs = sorted(
-        p for p in PACKAGES.glob("torchfix-*") if (p / "pyproject.toml").is_file() and p.name != "torchfix-all"
-    )
-    return sorted(dirs, key=lambda p: (p.name != "torchfix-core", p.name))
 
 
 def dependency_block() -> str:

@@ -18,9 +18,14 @@ except ModuleNotFoundError:  # Python 3.10
     tomllib = None  # type: ignore[assignment]
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ROOT / "packages"
-FIXES = sorted(p for p in PACKAGES.glob("torchfix-*") if p.name not in ("torchfix-core", "torchfix-all"))
-ALL = [PACKAGES / "torchfix-core", *FIXES, PACKAGES / "torchfix-all"]
+sys.path.insert(0, str(ROOT / "scripts"))
+import family  # noqa: E402 - the repository's one list of packages (scripts/family.py)
+
+sys.path.remove(str(ROOT / "scripts"))
+
+PACKAGES = family.PACKAGES
+FIXES = family.fix_packages()
+ALL = family.all_packages()
 
 
 def module_dir(package: Path) -> Path:
@@ -109,7 +114,13 @@ def test_torchfix_all_dependencies_are_generated_and_current() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     deps = pyproject(PACKAGES / "torchfix-all")["project"]["dependencies"]
-    assert [re.split(r"[<>=]", d)[0] for d in deps] == [p.name for p in [PACKAGES / "torchfix-core", *FIXES]]
+    assert [re.split(r"[<>=]", d)[0] for d in deps] == [p.name for p in family.member_packages()]
+
+
+def test_every_directory_under_packages_is_a_known_member() -> None:
+    """A new package directory is either a fix (``torchfix.fixes`` entry point), core or torchfix-all."""
+    on_disk = sorted(p.name for p in PACKAGES.iterdir() if (p / "pyproject.toml").is_file())
+    assert on_disk == sorted(p.name for p in ALL)
 
 
 def test_compatibility_page_is_current_and_drift_is_caught() -> None:
