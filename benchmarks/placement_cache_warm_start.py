@@ -22,11 +22,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-from torchfix_placement_cache._multirank import run_job
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent / "packages" / "torchfix-placement-cache" / "tests")
+)  # the test harness tests/_multirank.py
+from _multirank import run_job  # noqa: E402
 
 
 def _summary(reports: list[dict[str, Any]], ranks: list[int]) -> tuple[float, int, int, bool]:

@@ -1,10 +1,18 @@
-"""Write ``docs/compatibility.md`` from a matrix run, or check it against the fixes' metadata.
+"""Write ``docs/compatibility.md`` from the recorded matrix cells, or check it against the fixes' metadata.
 
-    python scripts/compatibility.py --write   # after `nox -s matrix` (reads .matrix-results/)
+    python scripts/compatibility.py --write   # after any matrix session(s) (reads .matrix-results/)
     python scripts/compatibility.py --check   # CI: fail if the page is stale
 
+Cells are recorded in the repository, one JSON file each under ``docs/results/matrix/`` (what the
+page shows of that cell: commit, versions, each fix's state and reason, test counts, notes), so that
+the page can be regenerated after re-running only some cells (a new fix, one torch release):
+``--write`` first records every cell found under ``.matrix-results/`` (replacing that cell's file),
+then renders the page from all recorded cells. A fix that was not installed in an older cell shows
+``absent: not run`` there until that cell is re-run.
+
 A matrix run leaves one folder per cell under ``.matrix-results/`` (``torch-2.12.0-py3.11``, ...;
-``te-2.18.0``, ... from the ``te(VERSION)`` sessions, rendered as a TransformerEngine table):
+``te-2.18.0``, ... from the ``te(VERSION)`` sessions, rendered as a TransformerEngine table;
+``magi-<torch>`` from the ``magi`` sessions, a MagiCompiler table):
 ``doctor.json`` (``python -m torchfix_core --json`` in that environment), ``commit.txt``, one JUnit
 report per test directory and, optionally, ``notes.txt`` (shown under the table: what a reader must
 know about that cell, e.g. a run cut short); ``combinations/`` holds the combination suite's report. ``--write`` turns them into
@@ -29,9 +37,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from family import ROOT, fix_packages
+from family import ROOT, fix_entry_points, fix_packages, module_name
 
 RESULTS = ROOT / ".matrix-results"
+RECORDED = ROOT / "docs" / "results" / "matrix"
 PAGE = ROOT / "docs" / "compatibility.md"
 MARK = re.compile(r"<!-- torchfix-compatibility-metadata\n(.*?)\n-->", re.S)
 
@@ -51,28 +60,32 @@ def te_matrix() -> list[str]:
 
 
 def metadata() -> dict[str, Any]:
-    """What the page must agree with: the fixes as their packages declare them, and the matrix."""
+    """What the page must agree with: the fixes as their packages declare them (every
+    ``torchfix.fixes`` entry point of every fix package), and the matrix."""
     fixes = []
     for package in fix_packages():
-        module = package.name.replace("-", "_")
-        spec = importlib.import_module(f"{module}.package").FIX
-        version = importlib.import_module(f"{module}.version").__version__
-        fixes.append(
-            {
-                "id": spec.id,
-                "package": package.name,
-                "version": version,
-                "targets": dict(sorted(spec.targets.items())),
-            }
-        )
-    return {"torch_matrix": torch_matrix(), "te_matrix": te_matrix(), "fixes": fixes}
+        version = importlib.import_module(f"{module_name(package)}.version").__version__
+        for value in fix_entry_points(package).values():
+            module, _, attr = value.partition(":")
+            spec = getattr(importlib.import_module(module), attr)
+            fixes.append(
+                {
+                    "id": spec.id,
+                    "package": package.name,
+                    "version": version,
+                    "targets": dict(sorted(spec.targets.items())),
+                }
+            )
+    return {"torch_matrix": torch_matrix(), "te_matrix": te_matrix(), "fixes": sorted(fixes, key=lambda f: f["id"])}
 
 
-def in_range(spec: str, version: str) -> bool:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
+def in_range(spec: str, version: str) -> bool | None:
+    """Whether ``version`` is inside ``spec``, by torchfix-core's own range judgement (the one the
+    registry gates with); None when that judgement is ambiguous (the probe would decide)."""
+    from torchfix_core._versions import Verdict, judge
 
-    return SpecifierSet(spec, prereleases=True).contains(Version(Version(version).base_version))
+    verdict, _ = judge(version, spec)
+    return None if verdict is Verdict.AMBIGUOUS else verdict is Verdict.IN_RANGE
 
 
 def junit_counts(path: Path) -> dict[str, int]:
@@ -90,13 +103,32 @@ def read_cell(folder: Path) -> dict[str, Any]:
     doctor = json.loads((folder / "doctor.json").read_text()) if (folder / "doctor.json").is_file() else {}
     reports = {p.stem: junit_counts(p) for p in sorted(folder.glob("*.xml"))}
     commit = folder / "commit.txt"
+    notes = folder / "notes.txt"
     return {
         "commit": commit.read_text().strip() if commit.is_file() else "?",
         "torch": (doctor.get("torch") or {}).get("version"),
         "python": doctor.get("python"),
         "states": {f["id"]: {"state": f["state"], "reason": f["reason"]} for f in doctor.get("fixes", [])},
         "reports": reports,
+        "notes": " ".join(notes.read_text().split()) if notes.is_file() else "",
     }
+
+
+def record_cells() -> list[str]:
+    """Record every cell under ``.matrix-results/`` as ``docs/results/matrix/<cell>.json``; returns their names."""
+    RECORDED.mkdir(parents=True, exist_ok=True)
+    names = []
+    for folder in sorted(p for p in RESULTS.glob("*") if p.is_dir()) if RESULTS.is_dir() else []:
+        if not any(folder.glob("*.xml")):
+            continue
+        (RECORDED / f"{folder.name}.json").write_text(json.dumps(read_cell(folder), indent=1, sort_keys=True) + "\n")
+        names.append(folder.name)
+    return names
+
+
+def load_cells(prefix: str) -> dict[str, dict[str, Any]]:
+    """The recorded cells whose name starts with ``prefix`` (``torch-``, ``te-``, ``magi-``, ``combinations``)."""
+    return {p.stem: json.loads(p.read_text()) for p in sorted(RECORDED.glob(f"{prefix}*.json"))}
 
 
 def describe(counts: dict[str, int] | None) -> str:
@@ -110,7 +142,7 @@ def describe(counts: dict[str, int] | None) -> str:
 
 
 def render(meta: dict[str, Any]) -> str:
-    cells = {p.name: read_cell(p) for p in sorted(RESULTS.glob("torch-*")) if p.is_dir()}
+    cells = load_cells("torch-")
     matrix = meta["torch_matrix"]
     lines = [
         "# Compatibility",
@@ -148,8 +180,10 @@ def render(meta: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         lines += notes_lines({f"torch {v} / Python {python}": f"torch-{v}-py{python}" for v in columns})
-    te_cells = {p.name.removeprefix("te-"): read_cell(p) for p in sorted(RESULTS.glob("te-*")) if p.is_dir()}
+    te_cells = {name.removeprefix("te-"): cell for name, cell in load_cells("te-").items()}
     lines += render_te(meta, te_cells)
+    magi_cells = {name.removeprefix("magi-"): cell for name, cell in load_cells("magi-").items()}
+    lines += render_magi(meta, magi_cells)
     missing = [f"torch {v} / Python {p}" for p in ("3.11",) for v in matrix if f"torch-{v}-py{p}" not in cells]
     missing += [f"TransformerEngine {v}" for v in meta["te_matrix"] if v not in te_cells]
     if missing:
@@ -163,23 +197,22 @@ def render(meta: dict[str, Any]) -> str:
     for fix in meta["fixes"]:
         lines.append(f"- `{fix['id']}` (validated for {', '.join(f'{k} {v}' for k, v in fix['targets'].items())}):")
         seen: dict[str, list[str]] = {}
-        for name, cell in [*cells.items(), *((f"te-{v}", c) for v, c in te_cells.items())]:
+        all_cells = [*cells.items(), *((f"te-{v}", c) for v, c in te_cells.items())]
+        for name, cell in [*all_cells, *((f"magi-{v}", c) for v, c in magi_cells.items())]:
             row = cell["states"].get(fix["id"])
             if row:
                 seen.setdefault(f"{row['state']}: {row['reason']}", []).append(name)
         for reason, where in seen.items():
             lines.append(f"  - {', '.join(sorted(where))}: {reason}")
-    combos = RESULTS / "combinations" / "combinations.xml"
+    combos = load_cells("combinations").get("combinations")
     lines += ["", "## Combinations", ""]
-    if combos.is_file():
-        commit_file = combos.parent / "commit.txt"
-        commit = commit_file.read_text().strip() if commit_file.is_file() else "?"
+    if combos is not None:
         lines.append(
             f"Every non-empty subset of the five fixes (31), each installed as real wheels on torch "
             f"{matrix_default()} (with TransformerEngine's Python sources and the test stand-ins), at commit "
-            f"`{commit}`: {describe(junit_counts(combos))} (tests/combinations/: per subset, doctor lists "
-            "exactly the subset, none failed, in the full set's order and states, and each installed fix's "
-            "reproduction is red without it and green with it)."
+            f"`{combos['commit']}`: {describe(combos['reports'].get('combinations'))} (tests/combinations/: per "
+            "subset, doctor lists exactly the subset, none failed, in the full set's order and states, and each "
+            "installed fix's reproduction is red without it and green with it)."
         )
     else:
         lines.append("The combination suite (`nox -s combinations`) was not part of this run.")
@@ -212,6 +245,27 @@ def render_te(meta: dict[str, Any], te_cells: dict[str, dict[str, Any]]) -> list
     return lines + notes_lines({f"TransformerEngine {v}": f"te-{v}" for v in columns})
 
 
+def render_magi(meta: dict[str, Any], magi_cells: dict[str, dict[str, Any]]) -> list[str]:
+    """The fixes that patch MagiCompiler x the torch releases of the ``magi`` sessions."""
+    fixes = [f for f in meta["fixes"] if "magi_compiler" in f["targets"]]
+    columns = [v for v in meta["torch_matrix"] if v in magi_cells]
+    if not fixes or not columns:
+        return []
+    lines = [
+        "## MagiCompiler",
+        "",
+        "`nox -s magi` / `magi_torch(VERSION)`: the Magi adapters against MagiCompiler's real source (commit",
+        "8e2e47c, not on the registry), on each torch release named below, CPU, multi-rank cases on gloo.",
+        "",
+        "| fix | " + " | ".join(f"torch {v}" for v in columns) + " |",
+        "|---|" + "---|" * len(columns),
+        "| (commit tested) | " + " | ".join(f"`{magi_cells[v]['commit']}`" for v in columns) + " |",
+    ]
+    lines += [fix_row(fix, [magi_cells[v] for v in columns]) for fix in fixes]
+    lines.append("")
+    return lines + notes_lines({f"MagiCompiler / torch {v}": f"magi-{v}" for v in columns})
+
+
 def fix_row(fix: dict[str, Any], cells: list[dict[str, Any]]) -> str:
     """One fix's table row: its state and its package's test result in each cell."""
     row = [f"`{fix['id']}` {fix['version']}"]
@@ -223,12 +277,13 @@ def fix_row(fix: dict[str, Any], cells: list[dict[str, Any]]) -> str:
 
 
 def notes_lines(folders: dict[str, str]) -> list[str]:
-    """``- <label>: <notes.txt>`` for each cell folder that has notes, then a blank line if any."""
+    """``- <label>: <notes>`` for each recorded cell that has notes, then a blank line if any."""
     lines = []
-    for label, folder in folders.items():
-        notes = RESULTS / folder / "notes.txt"
-        if notes.is_file():
-            lines.append(f"- {label}: {' '.join(notes.read_text().split())}")
+    for label, name in folders.items():
+        path = RECORDED / f"{name}.json"
+        notes = json.loads(path.read_text()).get("notes", "") if path.is_file() else ""
+        if notes:
+            lines.append(f"- {label}: {notes}")
     return lines + [""] if lines else lines
 
 
@@ -247,6 +302,11 @@ def check(meta: dict[str, Any]) -> list[str]:
         return ["the page has no embedded metadata block"]
     recorded = json.loads(match.group(1))
     problems = []
+    if load_cells("torch-") and _without_made_line(render(meta)) != _without_made_line(text):
+        problems.append(
+            f"the page differs from what the recorded cells ({RECORDED.relative_to(ROOT)}/) render: "
+            "run `scripts/compatibility.py --write`"
+        )
     if recorded != meta:
         old = {f["id"]: f for f in recorded.get("fixes", [])}
         new = {f["id"]: f for f in meta["fixes"]}
@@ -267,12 +327,19 @@ def check(meta: dict[str, Any]) -> list[str]:
             states = [c.strip().split(":")[0].strip("*") for c in line.strip("|").split("|")[1:]]
             for (library, version), state in zip(columns, states):
                 spec = fix["targets"].get(library)
-                if not spec or state == "not-installed":
+                if not spec or state in ("not-installed", "absent"):
                     continue
                 inside = in_range(spec, version)
+                if inside is None:
+                    continue
                 if inside and state == "out-of-range" or not inside and state != "out-of-range":
                     problems.append(f"fix {fix['id']!r} on {library} {version}: recorded {state}, range {spec}")
     return problems
+
+
+def _without_made_line(text: str) -> str:
+    """The page without its "Made <date> at commit <sha>" line (which changes on every render)."""
+    return re.sub(r"^Made \S+ at commit \S+ from", "Made from", text, count=1, flags=re.M)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,8 +350,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     meta = metadata()
     if args.write:
-        if not any(RESULTS.glob("torch-*")):
-            print(f"no matrix results under {RESULTS}: run `nox -s matrix` first", file=sys.stderr)
+        recorded = record_cells()
+        print(f"recorded {len(recorded)} cell(s) from {RESULTS.name}/: {', '.join(recorded) or 'none'}")
+        if not load_cells("torch-"):
+            print(f"no recorded cells under {RECORDED.relative_to(ROOT)}: run `nox -s matrix` first", file=sys.stderr)
             return 1
         PAGE.write_text(render(meta))
         print(f"wrote {PAGE.relative_to(ROOT)}")

@@ -18,9 +18,10 @@ t0 = time.perf_counter()
 {prelude}
 import torch
 t1 = time.perf_counter()
-from torchfix_core import _registry, status
+import torchfix_core
+from torchfix_core import status
 print(json.dumps({{
-    "activation": _registry.activation(),
+    "activation": torchfix_core.activation().as_dict(),
     "import_torch_s": round(t1 - t0, 3),
     "heavy_modules": sorted(m for m in sys.modules if m.startswith(("torch._dynamo", "torch._inductor"))),
     "states": {{r.id: r.state for r in status()}},

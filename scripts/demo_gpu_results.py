@@ -4,7 +4,7 @@
 
 The autotune bug needs Triton autotuning on a GPU and fp8-recompute's needs TransformerEngine's CUDA
 kernels, so ``nox -s demo`` cannot reproduce them on a CPU; this prints the recorded results from
-``docs/gpu-results/`` (torchfix installed from wheels on the GPU machine; each fix's page in
+``docs/results/gpu/`` (torchfix installed from wheels on the GPU machine; each fix's page in
 ``docs/fixes/`` has the full tables): each torch's probe decisions, which GPU tests passed (a passing
 ``..._fails_without_fix`` test means the bug reproduced), and the benchmark summaries.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "gpu-results"
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results" / "gpu"
 
 
 def gpu_tests(log: Path) -> None:
@@ -42,7 +42,7 @@ def main() -> None:
     if not RESULTS.is_dir():
         print("no recorded GPU results in this checkout")
         return
-    print("== Recorded GPU results (NVIDIA H200; logs in docs/gpu-results/, not re-run here)")
+    print("== Recorded GPU results (NVIDIA H200; logs in docs/results/gpu/, not re-run here)")
     for log in sorted(RESULTS.glob("gpu-torch-*.log")):
         gpu_tests(log)
     print("  autotune: benchmarks/autotune_cold_step.py on torch 2.13.0+cu130 (cold step autotunes inside SAC)")

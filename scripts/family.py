@@ -23,6 +23,7 @@ CORE_NAME = "torchfix-core"
 META_NAME = "torchfix-all"
 _VERSION = re.compile(r'^__version__\s*=\s*"([^"]+)"', re.M)
 _FIX_ENTRY_POINTS = re.compile(r'^\[project\.entry-points\."torchfix\.fixes"\]\s*$', re.M)
+_ENTRY = re.compile(r'^\s*([A-Za-z0-9_.-]+)\s*=\s*"([^"]+)"\s*$')
 
 
 def core() -> Path:
@@ -67,6 +68,34 @@ def package_version(package: Path) -> str:
     if not match:
         raise SystemExit(f"{package}: version.py has no __version__")
     return match.group(1)
+
+
+def fix_entry_points(package: Path) -> dict[str, str]:
+    """The ``torchfix.fixes`` entry points ``package`` registers: fix id -> ``module:attribute``, in
+    file order (a distribution may hold several fixes)."""
+    text = (package / "pyproject.toml").read_text()
+    match = _FIX_ENTRY_POINTS.search(text)
+    if not match:
+        return {}
+    entries = {}
+    for line in text[match.end() :].splitlines():
+        if line.strip().startswith("["):
+            break
+        entry = _ENTRY.match(line)
+        if entry:
+            entries[entry.group(1)] = entry.group(2)
+    return entries
+
+
+def fix_ids(package: Path) -> list[str]:
+    """The fix ids ``package`` registers (the names of its ``torchfix.fixes`` entry points)."""
+    return list(fix_entry_points(package))
+
+
+def family_members() -> dict[str, str]:
+    """Every fix id of the family -> the distribution that provides it, by id."""
+    members = {fix_id: package.name for package in fix_packages() for fix_id in fix_ids(package)}
+    return dict(sorted(members.items()))
 
 
 def by_name(name: str) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from typing import Any
@@ -10,27 +9,16 @@ from typing import Any
 
 def import_all_triggers() -> None:
     """Import every installed fix's trigger modules, so every fix reaches its final state."""
-    from torchfix_core import _registry
+    from torchfix_core.testing import import_triggers
 
-    for entry in _registry.entries().values():
-        if entry.item.spec is None:
-            continue
-        for name in entry.item.spec.triggers:
-            try:
-                importlib.import_module(name)
-            except ImportError:
-                pass
+    import_triggers(ignore_missing=True)
 
 
 def patch_points() -> list[tuple[object, str, Any]]:
     """(owner, name, original) of every live patch of every applied fix."""
-    from torchfix_core import _registry
+    from torchfix_core.testing import live_patches
 
-    points = []
-    for entry in _registry.entries().values():
-        if entry.impl is not None:
-            points.extend(entry.impl.patches.originals())
-    return points
+    return live_patches()
 
 
 def originals_restored(points: list[tuple[object, str, Any]]) -> list[str]:

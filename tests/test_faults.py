@@ -105,7 +105,7 @@ BAD_ENV = {
 def test_malformed_or_unknown_env_values_warn_once_and_import_works(python, name: str) -> None:
     proc = python(
         "import warnings\nwarnings.simplefilter('always')\nimport torch, json\n"
-        "from torchfix_core import _registry\n"
+        "import torchfix_core; from torchfix_core import _registry\n"
         "print(json.dumps(_registry.settings().problems))\n",
         env={name: BAD_ENV[name]},
     )
@@ -121,8 +121,8 @@ def test_spawned_workers_are_activated(python, tmp_path: Path) -> None:
         "import torch.multiprocessing as mp\n"
         "def worker(rank, queue):\n"
         "    import torch\n"
-        "    from torchfix_core import _registry, status\n"
-        "    queue.put((rank, _registry.activation()['source'], {r.id: r.state for r in status()}))\n"
+        "    import torchfix_core; from torchfix_core import _registry, status\n"
+        "    queue.put((rank, torchfix_core.activation().source, {r.id: r.state for r in status()}))\n"
         "if __name__ == '__main__':\n"
         "    ctx = mp.get_context('spawn')\n"
         "    queue = ctx.SimpleQueue()\n"
@@ -141,11 +141,11 @@ def test_torchrun_two_ranks_gloo_every_rank_activated(python, tmp_path: Path) ->
     out.mkdir()
     script.write_text(
         "import json, os, torch, torch.distributed as dist\n"
-        "from torchfix_core import _registry, status\n"
+        "import torchfix_core; from torchfix_core import _registry, status\n"
         "dist.init_process_group('gloo')\n"
         "t = torch.ones(1) * (dist.get_rank() + 1)\n"
         "dist.all_reduce(t)\n"
-        "mine = {'rank': dist.get_rank(), 'sum': t.item(), 'activation': _registry.activation()['source'],\n"
+        "mine = {'rank': dist.get_rank(), 'sum': t.item(), 'activation': torchfix_core.activation().source,\n"
         "        'states': {r.id: r.state for r in status()}}\n"
         "gathered = [None] * dist.get_world_size()\n"
         "dist.all_gather_object(gathered, mine)\n"
@@ -175,8 +175,8 @@ def test_torch_autoload_off_launcher_activates_every_torchrun_rank(python, tmp_p
     out = tmp_path / "r"
     out.mkdir()
     script.write_text(
-        "import os, torch\nfrom torchfix_core import _registry\n"
-        f"open(os.path.join({str(out)!r}, os.environ['RANK']), 'w').write(_registry.activation()['source'])\n"
+        "import os, torch\nimport torchfix_core; from torchfix_core import _registry\n"
+        f"open(os.path.join({str(out)!r}, os.environ['RANK']), 'w').write(torchfix_core.activation().source)\n"
     )
     python(
         "",

@@ -77,18 +77,18 @@ def test_unknown_activation_source_does_not_relabel_the_auto_path(python) -> Non
     proc = python(
         "import json, warnings\nwarnings.simplefilter('always')\nimport torchfix_core.auto\nimport torch\n"
         "from torchfix_core import _env, _registry\n"
-        "print(json.dumps([_registry.activation()['source'], _registry.settings().problems,\n"
-        "                  torchfix_core.auto._ACCEPTED == _env.ACTIVATION_SOURCES]))\n",
+        "print(json.dumps([torchfix_core.activation().source, _registry.settings().problems,\n"
+        "                  _env.requested_activation_source() == 'torchfix_core.auto']))\n",
         env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "TORCHFIX_ACTIVATION_SOURCE": "torch.backends"},
     )
-    source, problems, same_accepted_values = last_json(proc)
-    assert source == "torchfix_core.auto" and same_accepted_values
+    source, problems, read_as_auto = last_json(proc)
+    assert source == "torchfix_core.auto" and read_as_auto
     assert len(problems) == 1 and "TORCHFIX_ACTIVATION_SOURCE" in problems[0]
 
 
 FINAL_STATES = (
     PRELUDE
-    + "import_all_triggers()\nfrom torchfix_core import _registry\nemit(source=_registry.activation()['source'], states=states())\n"
+    + "import_all_triggers()\nimport torchfix_core; from torchfix_core import _registry\nemit(source=torchfix_core.activation().source, states=states())\n"
 )
 
 
@@ -160,8 +160,8 @@ def test_torchfix_run_chains_to_a_shadowed_user_sitecustomize(python, tmp_path: 
         "",
         args=_launcher(
             "-c",
-            "import os, torch\nfrom torchfix_core import _registry\n"
-            "print(os.environ.get('USER_SITECUSTOMIZE_RAN'), _registry.activation()['source'])\n",
+            "import os, torch\nimport torchfix_core; from torchfix_core import _registry\n"
+            "print(os.environ.get('USER_SITECUSTOMIZE_RAN'), torchfix_core.activation().source)\n",
         ),
         # the user's directory first; an existing PYTHONPATH (e.g. where torchfix is installed with
         # pip --target, as on machines without an index) stays behind it

@@ -9,9 +9,12 @@ compiles its own. Where the probe finds the bug absent (torch 2.11), both runs a
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
-from torchfix_placement_cache._multirank import run_job
+sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))  # the test harness tests/_multirank.py
+from _multirank import run_job  # noqa: E402
 
 
 def _show(title: str, reports: list[dict[str, object]]) -> None:

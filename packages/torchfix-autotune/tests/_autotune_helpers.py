@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
@@ -39,3 +39,26 @@ def run_script(script: str, *args: str, env: dict[str, str] | None = None, timeo
     if proc.returncode != 0 or not lines:
         raise AssertionError(f"{script} {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-4000:]}")
     return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+def backward_outcome(
+    backward: Callable[[], None], grads: tuple[Any, Any], refs: tuple[Any, Any], *, rtol: float, atol: float
+) -> dict[str, Any]:
+    """Run ``backward``; on SAC's RuntimeError ``{"ok": False, "error": first sentence}``, else
+    whether the two gradients match the reference ones (``grads``/``refs`` read after backward)."""
+    try:
+        backward()
+    except RuntimeError as exc:
+        return {"ok": False, "error": str(exc).split(". ")[0]}
+    import torch
+
+    (gx, gw), (rx, rw) = (g.grad for g in grads), (r.grad for r in refs)
+    assert gx is not None and gw is not None and rx is not None and rw is not None
+    return {
+        "ok": True,
+        "grads_match": bool(
+            torch.allclose(gx, rx, rtol=rtol, atol=atol) and torch.allclose(gw, rw, rtol=rtol, atol=atol)
+        ),
+        "max_grad_diff": float(max((gx - rx).abs().max(), (gw - rw).abs().max())),
+        "grad_norm": round(float(gx.norm()), 4),
+    }

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 import torch._inductor.runtime.triton_heuristics  # noqa: F401 - the fix's trigger
+from _autotune_helpers import backward_outcome
 from torch._dynamo.utils import counters
 from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
@@ -84,21 +85,12 @@ def main() -> dict[str, Any]:
     coordesc_before = counters["inductor"]["coordesc_tuning_bench"]
     frames_before = counters["frames"]["ok"]
     result: dict[str, Any] = {"torch": torch.__version__, "device": DEVICE, "fix_state": fix_state()}
-    try:
+
+    def backward() -> None:
         out.sum().backward()
         synchronize()
-    except RuntimeError as exc:
-        result.update(ok=False, error=str(exc).split(". ")[0])
-    else:
-        gx, gw, rx, rw = x.grad, w.grad, ref_x.grad, ref_w.grad
-        assert gx is not None and gw is not None and rx is not None and rw is not None
-        result.update(
-            ok=True,
-            grads_match=bool(
-                torch.allclose(gx, rx, rtol=1e-3, atol=1e-4) and torch.allclose(gw, rw, rtol=1e-3, atol=1e-4)
-            ),
-            max_grad_diff=float(max((gx - rx).abs().max(), (gw - rw).abs().max())),
-        )
+
+    result.update(backward_outcome(backward, (x, w), (ref_x, ref_w), rtol=1e-3, atol=1e-4))
     result["frames_compiled_during_backward"] = counters["frames"]["ok"] - frames_before
     result["coordesc_bench_during_backward"] = counters["inductor"]["coordesc_tuning_bench"] - coordesc_before
     if stats is not None:

@@ -8,21 +8,12 @@ from typing import Any
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import create_selective_checkpoint_contexts
 from torchfix_autotune.modes import current_stack, is_hidden, without_compile_internal_modes
+from torchfix_core.probes import counting_mode_class
 
-
-class Keep(TorchDispatchMode):
-    """A plain user mode (ignore_compile_internals() is False): must stay."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.seen.append(str(func))
-        return func(*args, **(kwargs or {}))
+#: a plain user mode (ignore_compile_internals() is False) recording what it sees: must stay
+Keep: Any = counting_mode_class()
 
 
 class Ignore(Keep):

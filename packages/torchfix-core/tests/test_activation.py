@@ -18,9 +18,9 @@ def states(report: dict) -> dict[str, str]:
 def test_import_torch_activates_without_importing_any_extra_torch_module(run_py) -> None:
     code = (
         "import json, sys, torch\n"
-        "from torchfix_core import _registry, status\n"
+        "import torchfix_core; from torchfix_core import _registry, status\n"
         f"{TORCH_MODULES}\n"
-        "print(json.dumps(_registry.activation()))\n"
+        "print(json.dumps(torchfix_core.activation().as_dict()))\n"
         "print(json.dumps({r.id: r.state for r in status()}))\n"
     )
     proc = run_py(code)
@@ -95,8 +95,8 @@ def test_torch_autoload_off_then_auto_module_activates(run_py, doctor_json) -> N
         "import torchfix_core.auto, sys\n"
         "assert 'torch' not in sys.modules\n"
         "import torch, json\n"
-        "from torchfix_core import _registry, status\n"
-        "print(json.dumps([_registry.activation()['source'], {r.id: r.state for r in status()}]))\n",
+        "import torchfix_core; from torchfix_core import _registry, status\n"
+        "print(json.dumps([torchfix_core.activation().source, {r.id: r.state for r in status()}]))\n",
         env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
     )
     source, state = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -105,8 +105,8 @@ def test_torch_autoload_off_then_auto_module_activates(run_py, doctor_json) -> N
 
 def test_auto_module_after_torch_activates_at_once(run_py) -> None:
     proc = run_py(
-        "import torch, json\nimport torchfix_core.auto\nfrom torchfix_core import _registry\n"
-        "print(_registry.activation()['source'])\n",
+        "import torch, json\nimport torchfix_core.auto\nimport torchfix_core; from torchfix_core import _registry\n"
+        "print(torchfix_core.activation().source)\n",
         env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
     )
     assert proc.stdout.strip().splitlines()[-1] == "torchfix_core.auto"
@@ -115,8 +115,8 @@ def test_auto_module_after_torch_activates_at_once(run_py) -> None:
 def test_launcher_activates_in_child_processes() -> None:
     code = (
         "import subprocess, sys, json\n"
-        "child = subprocess.run([sys.executable, '-c', 'import torch; from torchfix_core import _registry; "
-        'print(_registry.activation()["source"])\'], capture_output=True, text=True)\n'
+        "child = subprocess.run([sys.executable, '-c', 'import torch; import torchfix_core; from torchfix_core import _registry; "
+        "print(torchfix_core.activation().source)'], capture_output=True, text=True)\n"
         "print(child.stdout.strip())\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
@@ -143,17 +143,17 @@ def test_reentrant_import_of_torch_inside_activation_is_harmless(run_py) -> None
     # a fix whose probe imports torch again while activation runs: activation must not recurse
     proc = run_py(
         "import torchfix_core\n"
-        "from torchfix_core import _registry\n"
+        "import torchfix_core; from torchfix_core import _registry\n"
         "calls = []\n"
         "orig = _registry.activate\n"
         "def spy(source):\n"
-        "    calls.append(source)\n"
+        "    calls.append(str(source))\n"
         "    import torch  # re-entrant\n"
         "    orig(source)\n"
         "    orig(source)\n"
         "_registry.activate = spy\n"
         "import torch\n"
-        "print(calls, _registry.activation()['source'])\n"
+        "print(calls, torchfix_core.activation().source)\n"
     )
     assert proc.stdout.strip().splitlines()[-1] == "['torch.backends'] torch.backends"
 
@@ -164,3 +164,22 @@ def test_strict_mode_and_api_errors(run_py) -> None:
         "try:\n    torchfix_core.apply(only=['nope'])\nexcept torchfix_core.TorchfixError as e:\n    print('ERR', e)\n"
     )
     assert "ERR unknown fix id(s) ['nope']" in proc.stdout
+
+
+def test_a_new_fix_needs_no_change_to_the_core(run_py) -> None:
+    """What adding a fix takes, shown by the test-tree fixtures alone (the core names none of them):
+    its own switch is validated (declared in its FixSpec), and a family it declares lists an absent
+    member as not-installed."""
+    code = (
+        "import json, warnings\nwarnings.simplefilter('always')\nimport torch, torchfix_core\n"
+        "from torchfix_core import _registry\n"
+        "rows = {r.id: r.state for r in torchfix_core.status()}\n"
+        "print(json.dumps([rows, _registry.settings().problems]))\n"
+    )
+    rows, problems = json.loads(run_py(code).stdout.strip().splitlines()[-1])
+    assert rows["demo-absent"] == "not-installed" and rows["demo-checkpoint"] == "applied", rows
+    assert problems == []
+    rows, problems = json.loads(
+        run_py(code, env={"TORCHFIX_DEMO_CHECKPOINT_VERBOSE": "loud"}).stdout.strip().splitlines()[-1]
+    )
+    assert len(problems) == 1 and "TORCHFIX_DEMO_CHECKPOINT_VERBOSE='loud' is not a boolean" in problems[0]

@@ -75,3 +75,13 @@ def test_broken_entry_points_are_reported_not_skipped() -> None:
     assert "differs from its entry-point name" in errors["named"]
     assert "registered by both one and two" in errors["dup"]
     assert len(found) == 5
+
+
+def test_after_names_a_member_of_an_installed_family_only() -> None:
+    """The family comes from installed ``torchfix.family`` entry points (here the test-tree
+    torchfix-demo-dynamo's), not from a list in the core."""
+    from torchfix_core._discovery import family
+
+    members = family()
+    assert members.get("demo-absent") == "torchfix-demo-absent"
+    assert ids(discover([ep("x", spec("x", after=("demo-absent",)))])) == [("x", "")]

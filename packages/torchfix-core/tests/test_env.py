@@ -70,3 +70,24 @@ def test_empty_entries_and_all_mixed() -> None:
     assert settings(TORCHFIX_DISABLE="autotune,,").problems
     s = settings(TORCHFIX_DISABLE="all,autotune")
     assert s.disable_all and s.problems
+
+
+def test_a_fixs_declared_switch_is_validated_and_not_unknown() -> None:
+    from torchfix_core.spec import EnvSwitch
+
+    declared = [EnvSwitch("TORCHFIX_AUTOTUNE_VERBOSE", False, "h")]
+    assert not read_settings(KNOWN, {"TORCHFIX_AUTOTUNE_VERBOSE": "1"}, switches=declared).problems
+    (problem,) = read_settings(KNOWN, {"TORCHFIX_AUTOTUNE_VERBOSE": "loud"}, switches=declared).problems
+    assert "TORCHFIX_AUTOTUNE_VERBOSE='loud' is not a boolean" in problem
+    # undeclared, the same variable is unknown
+    (problem,) = read_settings(KNOWN, {"TORCHFIX_AUTOTUNE_VERBOSE": "1"}).problems
+    assert "is not a torchfix variable" in problem
+
+
+def test_autoload_fast_path_and_settings_agree() -> None:
+    from torchfix_core._env import autoload
+
+    for raw, on in (("0", False), ("off", False), ("1", True), ("maybe", True), ("", True)):
+        assert autoload({"TORCHFIX_AUTOLOAD": raw}) is on
+        assert settings(TORCHFIX_AUTOLOAD=raw).autoload is on
+    assert autoload({}) is True

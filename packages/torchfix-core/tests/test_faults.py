@@ -140,7 +140,7 @@ def test_reentrant_import_of_torch_from_inside_activation_neither_recurses_nor_h
     before, env, source = REENTRANT_PATHS[path]
     proc = run_py(
         "import json, sys, torchfix_core\n"
-        "from torchfix_core import _registry\n"
+        "import torchfix_core; from torchfix_core import _registry\n"
         "from torchfix_core.patching import is_torchfix_wrapper\n"
         "calls = []\n"
         "original = _registry.activate\n"
@@ -154,7 +154,7 @@ def test_reentrant_import_of_torch_from_inside_activation_neither_recurses_nor_h
         "rows = {r.id: [r.state, r.reason] for r in torchfix_core.status()}\n"
         "wrapped = is_torchfix_wrapper(tb.format_time)\n"
         "torchfix_core.revert(only=['reentrant-import'])\n"
-        "print(json.dumps([_registry.activation()['source'], calls, rows, wrapped, tb.format_time is original_format_time]))\n",
+        "print(json.dumps([torchfix_core.activation().source, calls, rows, wrapped, tb.format_time is original_format_time]))\n",
         path=broken_plugins,
         env=env,
     )

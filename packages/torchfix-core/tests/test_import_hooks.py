@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from torchfix_core import _import_hooks
 from torchfix_core._import_hooks import when_imported
+from torchfix_core.testing import waiting_hooks
 
 
 @pytest.fixture
@@ -29,10 +30,10 @@ def test_hook_fires_after_exec_with_the_complete_module(fresh_module) -> None:
     name = fresh_module("tf_hook_target")
     seen = []
     when_imported(name, lambda m: seen.append(m.VALUE))
-    assert seen == [] and name in _import_hooks.pending()
+    assert seen == [] and name in waiting_hooks()
     module = importlib.import_module(name)
     assert seen == [42]
-    assert name not in _import_hooks.pending()
+    assert name not in waiting_hooks()
     assert type(module.__loader__).__name__ != "_HookLoader"
     assert type(module.__spec__.loader).__name__ != "_HookLoader"
     importlib.reload(module)
@@ -81,7 +82,7 @@ def test_failed_import_keeps_the_hook_pending(fresh_module) -> None:
     when_imported(name, callback)
     with pytest.raises(ImportError):
         importlib.import_module(name)
-    assert seen == [] and name in _import_hooks.pending()
+    assert seen == [] and name in waiting_hooks()
     sys.modules.pop(name, None)
     _import_hooks.cancel(callback)
 

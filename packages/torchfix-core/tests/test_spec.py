@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from torchfix_core.spec import lazy_version
+from torchfix_core.spec import STATES, EnvSwitch, FixSpec, FixState, lazy_version
 
 
 def test_lazy_version_reads_version_module_only_when_asked(tmp_path: Path) -> None:
@@ -43,3 +43,49 @@ def test_lazy_version_getattr_rejects_other_names() -> None:
     getattr_ = lazy_version("no_such_package_here")
     with pytest.raises(AttributeError, match="no_such_package_here.*'other'"):
         getattr_("other")
+
+
+def _spec(**extra: object) -> FixSpec:
+    fields: dict[str, object] = dict(
+        id="my-fix", summary="s", implementation="m:C", distribution="d", targets={"torch": ">=2.5"}, triggers=["m"]
+    )
+    fields.update(extra)
+    return FixSpec(**fields)  # type: ignore[arg-type]
+
+
+def test_fix_spec_is_a_frozen_record_with_value_equality() -> None:
+    import dataclasses
+
+    targets = {"torch": ">=2.5"}
+    spec = _spec(targets=targets)
+    targets["torch"] = "<1.0"  # the caller's dict is copied
+    assert spec.targets == {"torch": ">=2.5"} and spec.triggers == ("m",)
+    assert spec == _spec() and spec != _spec(order=5)
+    assert "id='my-fix'" in repr(spec)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.id = "other"  # type: ignore[misc]
+    assert not hasattr(spec, "__dict__")  # slotted
+
+
+def test_fix_spec_refuses_bad_declarations() -> None:
+    with pytest.raises(ValueError, match="module:attribute"):
+        _spec(implementation="no-colon")
+    with pytest.raises(ValueError, match="trigger"):
+        _spec(triggers=())
+    with pytest.raises(ValueError, match="TORCHFIX_MY_FIX_"):
+        _spec(switches=(EnvSwitch("TORCHFIX_OTHER_THING", True, "h"),))
+
+
+def test_env_switch_reads_the_environment_on_every_call() -> None:
+    switch = EnvSwitch("TORCHFIX_MY_FIX_MEMO", True, "h")
+    assert switch.is_on({}) is True
+    assert switch.is_on({"TORCHFIX_MY_FIX_MEMO": " Off "}) is False
+    assert switch.is_on({"TORCHFIX_MY_FIX_MEMO": "maybe"}) is True  # malformed: the default (reported at activation)
+
+
+def test_states_are_a_str_enum_that_prints_and_serializes_as_its_value() -> None:
+    import json
+
+    assert STATES == tuple(FixState) and len(STATES) == 7
+    assert FixState.NOT_NEEDED == "not-needed" and f"{FixState.NOT_NEEDED}" == "not-needed"
+    assert json.dumps({"state": FixState.APPLIED}) == '{"state": "applied"}'

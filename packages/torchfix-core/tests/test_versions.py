@@ -1,7 +1,9 @@
 """Version gating accepts local tags, nightlies and vendor builds (BRIEF.md section 1.4)."""
 
 import pytest
-from torchfix_core._versions import AMBIGUOUS, IN_RANGE, OUT_OF_RANGE, judge
+from torchfix_core._versions import Verdict, judge
+
+AMBIGUOUS, IN_RANGE, OUT_OF_RANGE = Verdict.AMBIGUOUS, Verdict.IN_RANGE, Verdict.OUT_OF_RANGE
 
 
 @pytest.mark.parametrize(

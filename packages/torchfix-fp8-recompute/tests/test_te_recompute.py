@@ -136,8 +136,6 @@ def test_getter_reaches_every_by_name_binding(bug_present: bool) -> None:
 
 
 def _originals() -> list[tuple[object, str, Any]]:
-    from torchfix_core import _registry
+    from torchfix_core.testing import live_patches
 
-    impl = _registry.entries()["fp8-recompute"].impl
-    assert impl is not None
-    return impl.patches.originals()
+    return live_patches("fp8-recompute")

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import torch
+from _multirank import run_job
 from _placement_cache_util import bug_present
-from torchfix_placement_cache._multirank import run_job
 
 pytestmark = [
     pytest.mark.gpu,

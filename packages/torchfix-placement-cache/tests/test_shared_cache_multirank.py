@@ -1,7 +1,7 @@
 """Real 4-rank gloo jobs (spawned processes) sharing one ``TORCHINDUCTOR_CACHE_DIR``.
 
 Order in every job: rank 0 compiles and fills the cache, barrier, then ranks 1-3 compile (see
-``torchfix_placement_cache._multirank``). Hits and misses are read from
+``tests/_multirank.py``). Hits and misses are read from
 ``torch._dynamo.utils.counters`` in each rank. "Without the fix" = ``TORCHFIX_AUTOLOAD=0``; "with the
 fix" = ``TORCHFIX_AUTOLOAD=0`` + ``torchfix_core.apply(only=["placement-cache"])`` (isolated from the
 other installed fixes). Each job costs about 30-90 s on a 2-core box (4 interpreters, one tiny
@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _multirank import run_job
 from _placement_cache_util import bug_present, expected_state
-from torchfix_placement_cache._multirank import run_job
 
 BUG = bug_present()
 needs_bug = pytest.mark.skipif(not BUG, reason="torch's DTensor AOTAutograd key has no stable form here (no false hit)")

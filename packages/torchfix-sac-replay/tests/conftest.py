@@ -13,7 +13,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "sac_scenarios.py"
-VENVS = Path(os.environ.get("SAC_REPLAY_TEST_VENVS", "/work/venvs"))
+VENVS = Path(os.environ.get("SAC_REPLAY_TEST_VENVS", Path(__file__).resolve().parents[3] / ".venvs"))
 
 
 def scenario(
@@ -48,7 +48,7 @@ def scenario(
 
 
 def venv_python(version: str) -> str:
-    """Python of ``/work/venvs/torch-VERSION`` (skips the test when that venv is absent)."""
+    """Python of ``<venvs>/torch-VERSION`` (skips the test when that venv is absent)."""
     python = VENVS / f"torch-{version}" / "bin" / "python"
     if not python.exists():
         pytest.skip(f"no torch {version} venv at {python.parent.parent}")

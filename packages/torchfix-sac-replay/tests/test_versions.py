@@ -1,4 +1,4 @@
-"""The reproduction on the other torch versions (venvs under /work/venvs; skipped when absent).
+"""The reproduction on the other torch versions (venvs ``torch-VERSION`` under ``$SAC_REPLAY_TEST_VENVS``, default ``.venvs/`` of the repository; skipped when absent).
 
 Marked slow: each case compiles in a fresh CUDA-build interpreter (45-125 s on the 2-core box).
 Run with ``pytest -m slow packages/torchfix-sac-replay/tests/test_versions.py``.

@@ -1,6 +1,13 @@
 """Data only: what torchfix-core reads at discovery (imports no torch)."""
 
-from torchfix_core.spec import FixSpec
+from torchfix_core.spec import EnvSwitch, FixSpec
+
+#: no fallback at all: every AOT failure propagates (read by torchfix_aot_fallback.policy)
+STRICT = EnvSwitch(
+    "TORCHFIX_AOT_FALLBACK_STRICT", False, "1: never fall back from AOT to JIT; every AOT failure propagates"
+)
+#: the persistent memo of models AOT cannot handle (read by torchfix_aot_fallback.memo)
+MEMO = EnvSwitch("TORCHFIX_AOT_FALLBACK_MEMO", True, "0: no persistent memo of models whose AOT compile failed")
 
 FIX = FixSpec(
     id="aot-fallback",
@@ -11,4 +18,16 @@ FIX = FixSpec(
     triggers=("torch._dynamo.aot_compile",),
     order=100,
     upstream=("MagiCompiler PR #89 (AOT -> JIT fallback; torch itself has no issue for it)",),
+    switches=(STRICT, MEMO),
+)
+
+MAGI_FIX = FixSpec(
+    id="magi-aot-fallback",
+    summary="MagiCompiler AOT falls back to JIT per compile state when AOT is unsupported (never on OOM/AssertionError).",
+    implementation="torchfix_aot_fallback.magi:MagiAOTFallbackFix",
+    distribution="torchfix-aot-fallback",
+    targets={"torch": ">=2.13,<2.14", "magi_compiler": ">=1.0,<2"},
+    triggers=("magi_compiler",),
+    order=110,
+    upstream=("MagiCompiler PR #89 (AOT -> JIT fallback)",),
 )

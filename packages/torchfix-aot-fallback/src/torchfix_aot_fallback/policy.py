@@ -24,14 +24,13 @@ bare ``except RuntimeError``, MagiCompiler PR #89 review).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from typing import Iterator, NamedTuple
 
-STRICT_ENV = "TORCHFIX_AOT_FALLBACK_STRICT"
-MEMO_ENV = "TORCHFIX_AOT_FALLBACK_MEMO"
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
+from torchfix_aot_fallback.package import MEMO, STRICT
+
+STRICT_ENV = STRICT.name
+MEMO_ENV = MEMO.name
 
 _NOT_SERIALIZABLE = "does not implement SerializableCallable"
 _GUARD_MISS = "GuardManager check failed"
@@ -129,15 +128,6 @@ _strict_override: bool | None = None
 _local = threading.local()
 
 
-def _env_flag(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    return default
-
-
 def is_strict() -> bool:
     """True when no fallback may happen: ``strict()`` context, :func:`set_strict`,
     ``TORCHFIX_AOT_FALLBACK_STRICT=1``, or torch's own ``torch._dynamo.config.strict_precompile``
@@ -147,7 +137,7 @@ def is_strict() -> bool:
         return bool(local)
     if _strict_override is not None:
         return _strict_override
-    if _env_flag(STRICT_ENV, False):
+    if STRICT.is_on():
         return True
     import sys
 
@@ -174,7 +164,7 @@ def strict(value: bool = True) -> Iterator[None]:
 
 def memo_enabled() -> bool:
     """``TORCHFIX_AOT_FALLBACK_MEMO=0`` turns the persistent failure memo off (default on)."""
-    return _env_flag(MEMO_ENV, True)
+    return MEMO.is_on()
 
 
 def classify_load_error(exc: BaseException) -> bool:

@@ -3,7 +3,7 @@
 * :func:`sac_replay_behaviour`: does selective activation checkpointing replay strictly (torch
   2.13+, https://github.com/pytorch/pytorch/pull/176455: any op not recorded in the forward raises
   during recompute) or leniently (2.10-2.12: an unrecorded op is simply re-executed)? The shared
-  probe of :mod:`torchfix_core.probes`, with SAC's modes checked to declare ``ignore_compile_internals()``.
+  probe of :func:`probe_replay_behaviour`, with SAC's modes checked to declare ``ignore_compile_internals()``.
 * :func:`check_patch_points`: are ``CachingAutotuner.bench`` / ``.autotune_to_one_config`` /
   ``.coordinate_descent_tuning`` plain functions defined on the class with the parameters the fix
   was written for, and do the dispatch-mode-stack primitives the filter needs exist?
@@ -20,12 +20,15 @@ freed on return. Only the calling thread's (thread-local) mode stacks are touche
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from torchfix_core import PatchRefused
 from torchfix_core.patching import check_signature, read_raw
-from torchfix_core.probes import ReplayBehaviour, counting_mode, isolated, sac_contexts
-from torchfix_core.probes import sac_replay_behaviour as _sac_replay_behaviour
+from torchfix_core.probes import counting_mode, isolated
+
+_STRICT_MARK = "not found in storage"
+#: the op the strict-replay probe runs under SAC replay without recording it (``torch.empty(1)``)
+_PROBE_OP = "aten.empty.memory_format"
 
 #: The three methods wrapped, with the parameter names the fix was written against
 #: (identical in torch 2.10.0, 2.11.0, 2.12.0, 2.13.0, 2.14.1, 2.15.0).
@@ -36,6 +39,65 @@ PATCH_POINTS: dict[str, tuple[str, ...]] = {
 }
 
 TRIGGER = "torch._inductor.runtime.triton_heuristics"
+
+
+class ReplayBehaviour(NamedTuple):
+    """Result of :func:`sac_replay_behaviour`."""
+
+    strict: bool
+    detail: str
+
+
+def sac_contexts() -> tuple[Any, Any]:
+    """SAC's (recording, replay) context pair for a policy saving ``aten.mm``."""
+    import torch
+
+    try:
+        from torch.utils.checkpoint import create_selective_checkpoint_contexts
+    except ImportError:
+        raise PatchRefused("torch.utils.checkpoint.create_selective_checkpoint_contexts does not exist") from None
+    return create_selective_checkpoint_contexts([torch.ops.aten.mm.default])  # type: ignore[no-any-return]
+
+
+def probe_replay_behaviour(make_contexts: Callable[[], tuple[Any, Any]] = sac_contexts) -> ReplayBehaviour:
+    """Does selective activation checkpointing replay strictly?
+
+    Records nothing under SAC, then runs one ``aten.empty`` under SAC's replay mode. Strict replay
+    (torch 2.13+, pytorch PR #176455) raises ``... not found in storage``; lenient replay (2.10-2.12)
+    re-executes the op, which a plain mode below it sees. Anything else raises :class:`PatchRefused`
+    (unknown behaviour), as does the inconclusive case where the op never reaches Python dispatch.
+    ``make_contexts`` lets a fix check the modes it relies on while building them.
+    """
+    import torch
+
+    def body() -> ReplayBehaviour:
+        record, replay = make_contexts()
+        below = counting_mode()
+        with record:
+            pass
+        with below:
+            try:
+                with replay:
+                    torch.empty(1, device="cpu")
+            except RuntimeError as exc:
+                if _STRICT_MARK in str(exc):
+                    first = str(exc).split(". ")[0]
+                    return ReplayBehaviour(
+                        True, f"SAC replay is strict: an op the forward never recorded raised ({first})"
+                    )
+                raise PatchRefused(f"SAC replay raised an unexpected error for an unrecorded op: {exc}") from None
+        # torch 2.12's replay mode runs ops of its own (arange, nonzero, ...) that the mode below also
+        # sees: only the probe's own op re-executed shows lenient replay
+        if _PROBE_OP in below.seen:
+            return ReplayBehaviour(
+                False, f"SAC replay is lenient: an op the forward never recorded was re-executed ({_PROBE_OP})"
+            )
+        raise PatchRefused(
+            f"strict-replay probe inconclusive: the probe's op ({_PROBE_OP}) never reached Python dispatch"
+            f" below SAC's replay mode (seen there: {sorted(set(below.seen)) or 'nothing'})"
+        )
+
+    return isolated(body)  # type: ignore[no-any-return]
 
 
 def _sac_contexts() -> tuple[Any, Any]:
@@ -55,9 +117,9 @@ def _sac_contexts() -> tuple[Any, Any]:
 
 
 def sac_replay_behaviour() -> ReplayBehaviour:
-    """Strict or lenient SAC replay (:func:`torchfix_core.probes.sac_replay_behaviour`), probed with
-    contexts whose modes are checked to declare ``ignore_compile_internals()``."""
-    return _sac_replay_behaviour(_sac_contexts)
+    """Strict or lenient SAC replay (:func:`probe_replay_behaviour`), probed with contexts whose
+    modes are checked to declare ``ignore_compile_internals()``."""
+    return probe_replay_behaviour(_sac_contexts)
 
 
 def check_primitives() -> None:

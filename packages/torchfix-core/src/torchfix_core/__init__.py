@@ -4,10 +4,12 @@ Public API (everything else is private)::
 
     apply(only=None, exclude=None, *, strict=None) -> list[FixStatus]
     revert(only=None, exclude=None) -> list[FixStatus]
-    status() -> list[FixStatus]
-    activate(source="api") -> None          # what import torch / torchfix_core.auto run
-    FixSpec, ProbeResult, FixStatus, STATES # cheap metadata (torchfix_core.spec)
-    Fix, PatchSet, PatchRefused             # for fix implementations
+    status() -> list[FixStatus]             # FixStatus: frozen record; .state is a FixState
+    activate() -> None                      # what import torch / torchfix_core.auto run
+    activation() -> Activation              # how activation happened: (ActivationSource, detail)
+    FixSpec, EnvSwitch                      # what a fix package declares (torchfix_core.spec)
+    FixState, STATES, ActivationSource      # str enums (JSON shows their values)
+    Fix, ProbeResult, PatchSet, PatchRefused  # for fix implementations
     when_imported(name, callback)           # post-import hook
     TorchfixError, TorchfixConfigWarning
 
@@ -22,16 +24,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from torchfix_core._activation import Activation, ActivationSource
     from torchfix_core._env import TorchfixConfigWarning
     from torchfix_core._import_hooks import when_imported
     from torchfix_core._registry import TorchfixError, apply, revert, status
-    from torchfix_core.fix import Fix
+    from torchfix_core._status import FixStatus
+    from torchfix_core.fix import Fix, ProbeResult
     from torchfix_core.patching import PatchRefused, PatchSet
-    from torchfix_core.spec import STATES, FixSpec, FixStatus, ProbeResult
+    from torchfix_core.spec import STATES, EnvSwitch, FixSpec, FixState
     from torchfix_core.version import __version__
 
 #: public name -> the module that defines it (imported on first access)
 _LAZY = {
+    "Activation": "torchfix_core._activation",
+    "ActivationSource": "torchfix_core._activation",
     "TorchfixConfigWarning": "torchfix_core._env",
     "when_imported": "torchfix_core._import_hooks",
     "TorchfixError": "torchfix_core._registry",
@@ -41,10 +47,12 @@ _LAZY = {
     "Fix": "torchfix_core.fix",
     "PatchRefused": "torchfix_core.patching",
     "PatchSet": "torchfix_core.patching",
+    "ProbeResult": "torchfix_core.fix",
     "STATES": "torchfix_core.spec",
+    "EnvSwitch": "torchfix_core.spec",
     "FixSpec": "torchfix_core.spec",
-    "FixStatus": "torchfix_core.spec",
-    "ProbeResult": "torchfix_core.spec",
+    "FixState": "torchfix_core.spec",
+    "FixStatus": "torchfix_core._status",
     "__version__": "torchfix_core.version",
 }
 
@@ -64,20 +72,34 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
 
 
-def activate(source: str = "api") -> None:
+def activate() -> None:
     """Discover installed fixes and apply each as soon as its trigger modules are imported.
 
-    Idempotent; safe to call from any thread. Never raises unless ``TORCHFIX_STRICT=1``.
+    Idempotent (a no-op once activated by any path); safe to call from any thread. Never raises
+    unless ``TORCHFIX_STRICT=1``. :func:`activation` then reports the source ``api``.
     """
-    from torchfix_core._activation import activate_safely
+    from torchfix_core._activation import ActivationSource, activate_safely
 
-    activate_safely(source)
+    activate_safely(ActivationSource.API)
+
+
+def activation() -> Activation:
+    """How torchfix was activated in this process: ``(source, detail)``, ``source`` an
+    :class:`ActivationSource` (``none`` before activation, ``off``, ``failed``, ``torch.backends``,
+    ``torchfix_core.auto``, ``torchfix-run`` or ``api``)."""
+    from torchfix_core._activation import current
+
+    return current()
 
 
 __all__ = [
     "STATES",
+    "Activation",
+    "ActivationSource",
+    "EnvSwitch",
     "Fix",
     "FixSpec",
+    "FixState",
     "FixStatus",
     "PatchRefused",
     "PatchSet",
@@ -86,6 +108,7 @@ __all__ = [
     "TorchfixError",
     "__version__",
     "activate",
+    "activation",
     "apply",
     "revert",
     "status",

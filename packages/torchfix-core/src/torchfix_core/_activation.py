@@ -1,4 +1,5 @@
-"""Activation entry points: ``torch.backends`` (end of ``import torch``), ``auto``, the launcher.
+"""Activation: its entry points (``torch.backends`` at the end of ``import torch``, ``auto``, the
+launcher) and the one record of how activation happened in this process.
 
 torch calls every ``torch.backends`` entry point at the end of ``import torch`` (2.5+) and turns
 *any* exception into ``RuntimeError("Failed to load the backend extension ...")``, which breaks
@@ -6,16 +7,71 @@ torch calls every ``torch.backends`` entry point at the end of ``import torch`` 
 ``TORCHFIX_STRICT=1``, where failing loudly is the point), and does only cheap work: read the
 environment, load data-only fix specs, register post-import hooks. It never imports
 ``torch._dynamo``, ``torch._inductor`` or any other heavy module.
+
+This module owns the activation record: :func:`record` is the only writer, :func:`current` the
+reader (the registry, doctor and tests call them; nothing else stores it).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
+
+from torchfix_core._enum import StrEnum
 
 log = logging.getLogger("torchfix")
 
 
-def activate_safely(source: str) -> None:
+class ActivationSource(StrEnum):
+    """How torchfix was (or was not) activated in this process (``str`` enum: JSON shows the value)."""
+
+    NONE = "none"  # not activated (yet)
+    OFF = "off"  # turned off (TORCHFIX_AUTOLOAD=0, or torch's autoload off without torchfix_core.auto)
+    FAILED = "failed"  # activation raised; torch still imported
+    TORCH_BACKENDS = "torch.backends"
+    AUTO = "torchfix_core.auto"
+    LAUNCHER = "torchfix-run"
+    API = "api"
+
+    @property
+    def active(self) -> bool:
+        """True when activation ran (fixes were discovered and scheduled)."""
+        return self not in (ActivationSource.NONE, ActivationSource.OFF, ActivationSource.FAILED)
+
+
+class Activation(NamedTuple):
+    """The activation record: its source and a sentence saying what happened."""
+
+    source: ActivationSource
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"source": self.source.value, "detail": self.detail}
+
+
+#: the sentence shown for each source that activates
+DETAILS = {
+    ActivationSource.TORCH_BACKENDS: "entry point in torch.backends, run at the end of import torch",
+    ActivationSource.AUTO: "import torchfix_core.auto",
+    ActivationSource.LAUNCHER: "the torchfix-run launcher",
+    ActivationSource.API: "torchfix_core.activate()",
+}
+
+_current = Activation(ActivationSource.NONE, "not activated in this process")
+
+
+def record(source: ActivationSource, detail: str | None = None) -> None:
+    """Set the activation record (the only writer)."""
+    global _current
+    _current = Activation(source, DETAILS.get(source, source.value) if detail is None else detail)
+
+
+def current() -> Activation:
+    """The activation record of this process."""
+    return _current
+
+
+def activate_safely(source: ActivationSource) -> None:
     """Activate; log and record instead of raising (strict mode re-raises ``TorchfixError``)."""
     from torchfix_core import _registry
 
@@ -24,7 +80,7 @@ def activate_safely(source: str) -> None:
     except _registry.TorchfixError:
         raise
     except Exception as exc:  # noqa: BLE001 - import torch must keep working
-        _registry._state.activation = {"source": "failed", "detail": f"activation raised {type(exc).__name__}: {exc}"}
+        record(ActivationSource.FAILED, f"activation raised {type(exc).__name__}: {exc}")
         log.warning("torchfix: activation failed: %s: %s", type(exc).__name__, exc)
 
 
@@ -33,20 +89,12 @@ def torch_backends_entry() -> None:
 
     ``TORCHFIX_AUTOLOAD=0`` is honoured before anything else, so that turning torchfix off costs
     nothing beyond importing this module and recording the state (no entry-point scan, no spec
-    loading, no environment parsing). Only the values :mod:`torchfix_core._env` reads as false turn
-    it off here; a malformed value is left to the settings parser, which warns and keeps the default
-    (on), exactly as before.
+    loading). A malformed value is left to the settings parser, which warns and keeps the default
+    (on).
     """
-    import os
+    from torchfix_core._env import autoload
 
-    raw = os.environ.get("TORCHFIX_AUTOLOAD")
-    if raw is not None and raw.strip().lower() in _FALSE:
-        from torchfix_core import _registry
-
-        _registry._state.activation = {"source": "off", "detail": "TORCHFIX_AUTOLOAD=0"}
+    if not autoload():
+        record(ActivationSource.OFF, "TORCHFIX_AUTOLOAD=0")
         return
-    activate_safely("torch.backends")
-
-
-#: the same as ``torchfix_core._env._FALSE`` (not imported from there: this check must cost nothing)
-_FALSE = ("0", "false", "no", "off")
+    activate_safely(ActivationSource.TORCH_BACKENDS)

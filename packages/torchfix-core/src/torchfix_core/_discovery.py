@@ -17,16 +17,11 @@ from typing import Any, Iterable, Sequence
 from torchfix_core.spec import FixSpec
 
 GROUP = "torchfix.fixes"
-
-#: The torchfix family: fixes that ``status()`` lists as not-installed when they are absent, and
-#: that another fix may name in ``after`` without being installed.
-FAMILY: dict[str, str] = {
-    "autotune": "torchfix-autotune",
-    "sac-replay": "torchfix-sac-replay",
-    "fp8-recompute": "torchfix-fp8-recompute",
-    "placement-cache": "torchfix-placement-cache",
-    "aot-fallback": "torchfix-aot-fallback",
-}
+#: Entry points of this group load a mapping ``fix id -> distribution``: the members of a family of
+#: fixes (torchfix-all registers its generated list). ``status()`` shows a member that is not
+#: installed as ``not-installed``, and a fix may name a member in ``after`` without it being
+#: installed. The core itself knows no fix.
+FAMILY_GROUP = "torchfix.family"
 
 
 class Discovered:
@@ -241,7 +236,10 @@ def order(items: list[Discovered]) -> list[Discovered]:
     by_id = {d.id: d for d in items}
     for d in items:
         assert d.spec is not None
-        unknown = [a for a in d.spec.after if a not in by_id and a not in FAMILY]
+        unknown = [a for a in d.spec.after if a not in by_id]
+        if unknown:  # the family is read only here, when an 'after' names an absent fix
+            members = family()
+            unknown = [a for a in unknown if a not in members]
         if unknown:
             d.error = f"'after' names unknown fix id(s) {unknown}"
     valid = {d.id: d for d in items if not d.error}
@@ -266,3 +264,20 @@ def order(items: list[Discovered]) -> list[Discovered]:
         cycle = " -> ".join([i, *sorted(deps[i])])
         valid[i].error = f"'after' constraints form a cycle among {stuck} ({cycle})"
     return result + [d for d in items if d.error]
+
+
+def family() -> dict[str, str]:
+    """Every fix id that an installed distribution lists in group ``torchfix.family``, with the
+    distribution that provides it. A broken family entry point is reported (one
+    ``TorchfixConfigWarning``) and contributes nothing; it never raises."""
+    members: dict[str, str] = {}
+    for ep in scan_entry_points(FAMILY_GROUP):
+        try:
+            listed = dict(ep.load())  # type: ignore[attr-defined]
+            members.update({str(k): str(v) for k, v in listed.items()})
+        except Exception as exc:  # noqa: BLE001 - doctor must answer; the problem is shown
+            from torchfix_core._env import warn_once
+
+            value = getattr(ep, "value", "?")
+            warn_once(f"torchfix: family entry point {value!r} cannot be loaded: {type(exc).__name__}: {exc}")
+    return members

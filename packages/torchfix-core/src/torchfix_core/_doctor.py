@@ -3,6 +3,10 @@
 By default doctor imports each pending fix's trigger modules (which may take a few seconds and
 compile nothing), so that every fix reaches its final state; ``--no-resolve`` shows the state a
 training script would have right after ``import torch``. ``--json`` prints the same data.
+
+Exit status: 0 when the report was made with torch importable; :data:`EXIT_NO_TORCH` (3) when torch
+is not installed or its import fails (the report is still printed and says which): torchfix has
+nothing to patch there. 2 is a usage error (argparse).
 """
 
 from __future__ import annotations
@@ -15,10 +19,17 @@ import platform
 import sys
 from typing import Any
 
+#: exit status when torch cannot be imported (not installed, or its import fails)
+EXIT_NO_TORCH = 3
+
 
 def _torch_info() -> dict[str, Any]:
     try:
         import torch
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":  # torch is there, one of its own imports is missing
+            return {"installed": False, "error": f"{type(exc).__name__}: {exc}"}
+        return {"installed": False, "error": "torch is not installed"}
     except Exception as exc:  # noqa: BLE001 - doctor must explain, not crash
         return {"installed": False, "error": f"{type(exc).__name__}: {exc}"}
     return {
@@ -34,10 +45,11 @@ def _torch_info() -> dict[str, Any]:
 def _resolve(rows: list[Any]) -> dict[str, str]:
     """Import the triggers of pending fixes; returns trigger -> error for those that failed."""
     from torchfix_core import _registry
+    from torchfix_core.spec import FixState
 
     errors: dict[str, str] = {}
     for row in rows:
-        if row.state != "pending":
+        if row.state is not FixState.PENDING:
             continue
         for name in _registry.entries()[row.id].spec.triggers:
             if name in sys.modules or name in errors:
@@ -51,24 +63,25 @@ def _resolve(rows: list[Any]) -> dict[str, str]:
 
 def collect(resolve: bool = True) -> dict[str, Any]:
     torch_info = _torch_info()
-    from torchfix_core import _registry, status
+    from torchfix_core import _activation, _registry, status
     from torchfix_core.version import __version__
 
-    if torch_info["installed"] and _registry.activation()["source"] == "none":
-        _registry._state.activation = {
-            "source": "off",
-            "detail": "TORCH_DEVICE_BACKEND_AUTOLOAD=0 and torchfix_core.auto was not imported"
+    activation = _activation.current()
+    if torch_info["installed"] and activation.source is _activation.ActivationSource.NONE:
+        # shown, not recorded: torch was imported and activation did not run, i.e. it is off here
+        activation = _activation.Activation(
+            _activation.ActivationSource.OFF,
+            "TORCH_DEVICE_BACKEND_AUTOLOAD=0 and torchfix_core.auto was not imported"
             if not torch_info["backend_autoload"]
             else "torch did not run the torch.backends entry point (is torchfix-core installed here?)",
-        }
-    active = _registry.activation()["source"] not in ("none", "off", "failed")
-    trigger_errors = _resolve(status()) if resolve and active else {}
+        )
+    trigger_errors = _resolve(status()) if resolve and activation.source.active else {}
     settings = _registry.settings()
     return {
         "torchfix_core": __version__,
         "python": platform.python_version(),
         "torch": torch_info,
-        "activation": _registry.activation(),
+        "activation": activation.as_dict(),
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("TORCHFIX_")},
         "environment_problems": list(settings.problems),
         "trigger_import_errors": trigger_errors,
@@ -83,8 +96,10 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"torch {t['version']} (CUDA {t['cuda'] or 'none'}, GPU available: {t['cuda_available']}, git {str(t['git'])[:12]})"
         )
+    elif t["error"] == "torch is not installed":
+        lines.append("torch: not installed: torchfix has nothing to patch until torch is installed (pip install torch)")
     else:
-        lines.append(f"torch: not importable ({t['error']})")
+        lines.append(f"torch: not importable ({t['error']}): torchfix has nothing to patch here")
     a = report["activation"]
     lines.append(f"activation: {a['source']} ({a['detail']})")
     for name, value in report["environment"].items():
@@ -116,4 +131,4 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = collect(resolve=not args.no_resolve)
     print(json.dumps(report, indent=2) if args.json else render(report))
-    return 0
+    return 0 if report["torch"]["installed"] else EXIT_NO_TORCH

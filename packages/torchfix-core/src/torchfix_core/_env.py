@@ -1,4 +1,4 @@
-"""The ``TORCHFIX_*`` environment switches, parsed once, validated loudly.
+"""The ``TORCHFIX_*`` environment switches: the one place that reads them, validated loudly.
 
 =========================  ===========================================================
 ``TORCHFIX_AUTOLOAD``      ``0`` turns off activation at ``import torch`` (default ``1``)
@@ -8,47 +8,60 @@
                            version range (the probe still decides)
 ``TORCHFIX_STRICT``        ``1``: a failing fix raises :class:`torchfix_core.TorchfixError`
 ``TORCHFIX_LOG``           ``debug`` | ``info`` | ``warning``: log level of the ``torchfix`` logger
+``TORCHFIX_<ID>_...``      a fix's own switches, declared in its ``FixSpec`` (``switches=``)
 =========================  ===========================================================
 
 A malformed value or an unknown fix id never crashes and never silently changes behaviour: it
 emits one :class:`TorchfixConfigWarning` naming the variable and the accepted values, the
 offending part is ignored, and the problem is listed by doctor.
+
+This module imports only ``os`` at module level: :mod:`torchfix_core.auto` (imported at the start
+of every Python child under ``torchfix-run``) and the ``TORCHFIX_AUTOLOAD=0`` fast path use it.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import re
-import warnings
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from torchfix_core.spec import EnvSwitch
 
 PREFIX = "TORCHFIX_"
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-_BOOL_ACCEPTED = "1/0, true/false, yes/no, on/off"
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-_ENABLED = r"^TORCHFIX_([A-Z0-9_]+)_ENABLED$"
-_KNOWN_VARS = {
-    "AUTOLOAD",
-    "DISABLE",
-    "FORCE",
-    "STRICT",
-    "LOG",
-    "ACTIVATION_SOURCE",
-    "AOT_FALLBACK_STRICT",
-    "AOT_FALLBACK_MEMO",
-}
-"""Variables read here, plus ones a fix package reads itself (listed so they are not 'unknown')."""
-_EXTRA_BOOLS = {"TORCHFIX_AOT_FALLBACK_STRICT": False, "TORCHFIX_AOT_FALLBACK_MEMO": True}
-"""Boolean switches a fix package reads itself (torchfix-aot-fallback), validated here so that a
-malformed value is reported like any other instead of silently meaning the default."""
+_BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+BOOL_ACCEPTED = "1/0, true/false, yes/no, on/off"
+_LEVELS = ("debug", "info", "warning", "error")
+_ENABLED_SUFFIX = "_ENABLED"
+#: the core's own variables (a fix's own are declared in its FixSpec)
+CORE_VARS = ("AUTOLOAD", "DISABLE", "FORCE", "STRICT", "LOG", "ACTIVATION_SOURCE")
 ACTIVATION_SOURCES = ("torchfix_core.auto", "torchfix-run")
 """Accepted values of ``TORCHFIX_ACTIVATION_SOURCE`` (set by ``torchfix-run`` for
 :mod:`torchfix_core.auto`); anything else is reported and ignored, so doctor never shows an
 activation path that did not happen."""
 
 _emitted: set[str] = set()
+
+
+def parse_bool_word(raw: str | None) -> bool | None:
+    """``True``/``False`` for the accepted words (case and surrounding blanks ignored), ``None`` for an
+    unset, empty or malformed value. The one reading of a boolean ``TORCHFIX_*`` value: the settings
+    parser, :func:`autoload` and :meth:`torchfix_core.EnvSwitch.is_on` all call it."""
+    if raw is None:
+        return None
+    return _BOOL_WORDS.get(raw.strip().lower())
+
+
+def autoload(environ: Mapping[str, str] | None = None) -> bool:
+    """``TORCHFIX_AUTOLOAD``: False only for an accepted false word (a malformed value keeps the
+    default, on, and is reported by :func:`read_settings`)."""
+    return parse_bool_word((os.environ if environ is None else environ).get("TORCHFIX_AUTOLOAD")) is not False
+
+
+def requested_activation_source(environ: Mapping[str, str] | None = None) -> str:
+    """``TORCHFIX_ACTIVATION_SOURCE`` when it is one of :data:`ACTIVATION_SOURCES`, else
+    ``torchfix_core.auto`` (what importing :mod:`torchfix_core.auto` means)."""
+    raw = (os.environ if environ is None else environ).get("TORCHFIX_ACTIVATION_SOURCE", "").strip()
+    return raw if raw in ACTIVATION_SOURCES else ACTIVATION_SOURCES[0]
 
 
 class TorchfixConfigWarning(UserWarning):
@@ -59,25 +72,28 @@ def warn_once(message: str) -> None:
     if message in _emitted:
         return
     _emitted.add(message)
+    import logging
+    import warnings
+
     logging.getLogger("torchfix").debug("config warning: %s", message)
     warnings.warn(message, TorchfixConfigWarning, stacklevel=3)
 
 
 def env_key(fix_id: str) -> str:
-    """``sac-replay`` -> ``TORCHFIX_SAC_REPLAY_ENABLED``."""
-    return f"{PREFIX}{fix_id.upper().replace('-', '_')}_ENABLED"
+    """``my-fix`` -> ``TORCHFIX_MY_FIX_ENABLED``."""
+    return f"{PREFIX}{fix_id.upper().replace('-', '_')}{_ENABLED_SUFFIX}"
 
 
 def parse_bool(name: str, raw: str | None, default: bool, problems: list[str]) -> bool:
     if raw is None or raw.strip() == "":
         return default
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    problems.append(f"{name}={raw!r} is not a boolean (accepted: {_BOOL_ACCEPTED}); using the default {int(default)}")
-    return default
+    value = parse_bool_word(raw)
+    if value is None:
+        problems.append(
+            f"{name}={raw!r} is not a boolean (accepted: {BOOL_ACCEPTED}); using the default {int(default)}"
+        )
+        return default
+    return value
 
 
 class Settings:
@@ -132,10 +148,16 @@ def _parse_ids(name: str, raw: str | None, known: Iterable[str], problems: list[
     return False, chosen
 
 
-def read_settings(known_ids: Iterable[str], environ: Mapping[str, str] | None = None) -> Settings:
-    """Parse the environment against the installed fix ids. Never raises."""
+def read_settings(
+    known_ids: Iterable[str], environ: Mapping[str, str] | None = None, switches: Iterable[EnvSwitch] = ()
+) -> Settings:
+    """Parse the environment against the installed fix ids and the switches their specs declare.
+    Never raises."""
+    import logging
+
     env = os.environ if environ is None else environ
     known = sorted(set(known_ids))
+    declared = {switch.name: switch for switch in switches}
     settings = Settings()
     problems = settings.problems
     settings.autoload = parse_bool("TORCHFIX_AUTOLOAD", env.get("TORCHFIX_AUTOLOAD"), True, problems)
@@ -146,12 +168,13 @@ def read_settings(known_ids: Iterable[str], environ: Mapping[str, str] | None = 
     settings.force_all, settings.forced = _parse_ids("TORCHFIX_FORCE", env.get("TORCHFIX_FORCE"), known, problems)
     raw_level = env.get("TORCHFIX_LOG")
     if raw_level is not None and raw_level.strip():
-        level = _LEVELS.get(raw_level.strip().lower())
-        if level is None:
+        level = raw_level.strip().lower()
+        if level not in _LEVELS:
             problems.append(f"TORCHFIX_LOG={raw_level!r} is not a level (accepted: {', '.join(_LEVELS)}); ignored")
-        settings.log_level = level
-    for name, default in _EXTRA_BOOLS.items():
-        parse_bool(name, env.get(name), default, problems)
+        else:
+            settings.log_level = logging.getLevelName(level.upper())
+    for name, switch in sorted(declared.items()):
+        parse_bool(name, env.get(name), switch.default, problems)
     raw_source = env.get("TORCHFIX_ACTIVATION_SOURCE")
     if raw_source is not None and raw_source.strip() and raw_source.strip() not in ACTIVATION_SOURCES:
         problems.append(
@@ -160,10 +183,9 @@ def read_settings(known_ids: Iterable[str], environ: Mapping[str, str] | None = 
         )
     by_key = {env_key(fix_id): fix_id for fix_id in known}
     for name in sorted(env):
-        if not name.startswith(PREFIX):
+        if not name.startswith(PREFIX) or name in declared:
             continue
-        match = re.match(_ENABLED, name)
-        if match:
+        if name.endswith(_ENABLED_SUFFIX) and len(name) > len(PREFIX) + len(_ENABLED_SUFFIX):
             fix_id = by_key.get(name)
             if fix_id is None:
                 problems.append(f"{name} names no installed fix; ignored (installed: {', '.join(known) or 'none'})")
@@ -171,13 +193,14 @@ def read_settings(known_ids: Iterable[str], environ: Mapping[str, str] | None = 
             marker: list[str] = []
             value = parse_bool(name, env[name], True, marker)
             if marker:
-                problems.append(f"{name}={env[name]!r} is not a boolean (accepted: {_BOOL_ACCEPTED}); ignored")
+                problems.append(f"{name}={env[name]!r} is not a boolean (accepted: {BOOL_ACCEPTED}); ignored")
             else:
                 settings.enabled_override[fix_id] = value
-        elif name[len(PREFIX) :] not in _KNOWN_VARS:
+        elif name[len(PREFIX) :] not in CORE_VARS:
+            own = f", the installed fixes' own: {', '.join(sorted(declared))}" if declared else ""
             problems.append(
                 f"{name} is not a torchfix variable; ignored (known: TORCHFIX_AUTOLOAD, TORCHFIX_DISABLE, "
-                "TORCHFIX_<ID>_ENABLED, TORCHFIX_FORCE, TORCHFIX_STRICT, TORCHFIX_LOG)"
+                f"TORCHFIX_<ID>_ENABLED, TORCHFIX_FORCE, TORCHFIX_STRICT, TORCHFIX_LOG{own})"
             )
     return settings
 
@@ -186,6 +209,8 @@ def configure_logging(level: int | None) -> None:
     """Give the ``torchfix`` logger a stderr handler at ``level`` (only when TORCHFIX_LOG is set)."""
     if level is None:
         return
+    import logging
+
     logger = logging.getLogger("torchfix")
     logger.setLevel(level)
     if not any(getattr(h, "_torchfix", False) for h in logger.handlers):

@@ -194,12 +194,3 @@ def cancel(callback: Callback) -> None:
                 _deferred[index] = (module, kept)
             else:
                 del _deferred[index]
-
-
-def pending() -> dict[str, int]:
-    """Module name -> number of callbacks still waiting for it (for doctor and tests)."""
-    with _lock:
-        waiting = {name: len(entries) for name, entries in _hooks.items()}
-        for module, callbacks in _deferred:
-            waiting[module.__name__] = waiting.get(module.__name__, 0) + len(callbacks)
-        return waiting

@@ -20,23 +20,22 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Iterable
 
-from torchfix_core import _env, _import_hooks
-from torchfix_core._discovery import FAMILY, Discovered, discover
-from torchfix_core.spec import (
-    APPLIED,
-    DISABLED,
-    FAILED,
-    NOT_INSTALLED,
-    NOT_NEEDED,
-    OUT_OF_RANGE,
-    PATCH_LOCK,
-    PENDING,
-    FixSpec,
-    FixStatus,
-)
+from torchfix_core import _activation, _env, _import_hooks
+from torchfix_core._activation import ActivationSource
+from torchfix_core._discovery import Discovered, discover, family
+from torchfix_core.spec import PATCH_LOCK, FixSpec, FixState
 
 if TYPE_CHECKING:
+    from torchfix_core._status import FixStatus
     from torchfix_core.fix import Fix
+
+APPLIED = FixState.APPLIED
+PENDING = FixState.PENDING
+NOT_NEEDED = FixState.NOT_NEEDED
+OUT_OF_RANGE = FixState.OUT_OF_RANGE
+DISABLED = FixState.DISABLED
+FAILED = FixState.FAILED
+NOT_INSTALLED = FixState.NOT_INSTALLED
 
 # Imported when a fix is applied, not here: this module is loaded at ``import torch``, where each
 # module costs about 0.1 ms. torchfix_core.fix / .patching (the implementation side) and
@@ -74,7 +73,6 @@ class _State:
     def __init__(self) -> None:
         self.entries: dict[str, _Entry] | None = None
         self.settings: _env.Settings | None = None
-        self.activation: dict[str, str] = {"source": "none", "detail": "not activated in this process"}
         self.activating = False
         self.target_override: dict[str, dict[str, str]] = {}
 
@@ -82,7 +80,7 @@ class _State:
 _state = _State()
 
 
-def _set(entry: _Entry, state: str, reason: str) -> None:
+def _set(entry: _Entry, state: FixState, reason: str) -> None:
     entry.state, entry.reason = state, reason
     log.debug("%s: %s (%s)", entry.id, state, reason)
 
@@ -93,7 +91,9 @@ def entries() -> dict[str, _Entry]:
         if _state.entries is None:
             found = discover()
             _state.entries = {d.id: _Entry(d) for d in found}
-            _state.settings = _env.read_settings(_state.entries)
+            specs = [e.item.spec for e in _state.entries.values() if e.item.spec is not None]
+            switches = [switch for spec in specs for switch in spec.switches]
+            _state.settings = _env.read_settings(_state.entries, switches=switches)
             _env.configure_logging(_state.settings.log_level)
             for problem in _state.settings.problems:
                 _env.warn_once(problem)
@@ -114,20 +114,6 @@ def _strict_raise(entry: _Entry, cause: BaseException | None, strict: bool | Non
         raise TorchfixError(f"torchfix fix {entry.id!r} failed: {entry.reason}") from cause
 
 
-def _version_of(module_name: str) -> str | None:
-    module = sys.modules.get(module_name)
-    version = getattr(module, "__version__", None)
-    if version is not None:
-        return str(version)
-    try:
-        from importlib.metadata import PackageNotFoundError
-        from importlib.metadata import version as dist_version
-
-        return dist_version(module_name)
-    except (PackageNotFoundError, ValueError):
-        return None
-
-
 def _gate(entry: _Entry) -> tuple[bool, str]:
     """Version gate. Returns (go on?, note). Sets out-of-range itself."""
     from torchfix_core import _versions
@@ -135,18 +121,18 @@ def _gate(entry: _Entry) -> tuple[bool, str]:
     notes = []
     targets = _state.target_override.get(entry.id, entry.spec.targets)
     for module_name, specifier in targets.items():
-        version = _version_of(module_name)
+        version = _versions.installed_version(module_name)
         if version is None:
             notes.append(f"{module_name} version unknown; the probe decides")
             continue
         verdict, why = _versions.judge(version, specifier)
-        if verdict == _versions.OUT_OF_RANGE:
+        if verdict is _versions.Verdict.OUT_OF_RANGE:
             if settings().is_forced(entry.id):
                 notes.append(f"{why}, forced by TORCHFIX_FORCE")
                 continue
             _set(entry, OUT_OF_RANGE, f"{why}; TORCHFIX_FORCE={entry.id} applies it anyway (the probe still runs)")
             return False, ""
-        if verdict == _versions.AMBIGUOUS:
+        if verdict is _versions.Verdict.AMBIGUOUS:
             notes.append(why)
     return True, "; ".join(notes)
 
@@ -294,6 +280,8 @@ def revert(only: Iterable[str] | None = None, exclude: Iterable[str] | None = No
 
 
 def _row(entry: _Entry) -> FixStatus:
+    from torchfix_core._status import FixStatus
+
     spec = entry.item.spec
     reason = entry.reason
     if entry.impl is not None and entry.state == APPLIED:
@@ -316,11 +304,14 @@ def _row(entry: _Entry) -> FixStatus:
 
 
 def status() -> list[FixStatus]:
-    """One row per installed fix (in application order) and per absent member of the family."""
+    """One row per installed fix (in application order) and per absent member of the family (the
+    fix ids that installed packages list in entry-point group ``torchfix.family``: torchfix-all's)."""
+    from torchfix_core._status import FixStatus
+
     with PATCH_LOCK:
         rows = [_row(e) for e in entries().values()]
         present = {r.id for r in rows}
-        for fix_id, distribution in FAMILY.items():
+        for fix_id, distribution in family().items():
             if fix_id not in present:
                 rows.append(
                     FixStatus(fix_id, distribution, None, NOT_INSTALLED, f"{distribution} is not installed", {}, (), "")
@@ -328,19 +319,14 @@ def status() -> list[FixStatus]:
         return rows
 
 
-def activate(source: str) -> None:
+def activate(source: ActivationSource) -> None:
     """Discover and schedule every fix; never raises except in strict mode. Re-entry is a no-op."""
     with PATCH_LOCK:
-        if _state.activating:
-            return
-        if _state.activation["source"] not in ("none", "off"):
+        if _state.activating or _activation.current().source not in (ActivationSource.NONE, ActivationSource.OFF):
             return
         _state.activating = True
         try:
-            if source == "torch.backends" and not settings().autoload:
-                _state.activation = {"source": "off", "detail": "TORCHFIX_AUTOLOAD=0"}
-                return
-            _state.activation = {"source": source, "detail": _ACTIVATION_DETAIL.get(source, source)}
+            _activation.record(source)
             for entry in entries().values():
                 if entry.item.error:
                     _strict_raise(entry, None, None)
@@ -350,19 +336,8 @@ def activate(source: str) -> None:
             _state.activating = False
 
 
-_ACTIVATION_DETAIL = {
-    "torch.backends": "entry point in torch.backends, run at the end of import torch",
-    "torchfix_core.auto": "import torchfix_core.auto",
-    "torchfix-run": "the torchfix-run launcher",
-    "api": "torchfix_core.activate()",
-}
-
-
-def activation() -> dict[str, str]:
-    return dict(_state.activation)
-
-
-def _override_targets(fix_id: str, targets: dict[str, str]) -> None:
-    """Testing hook: pretend ``fix_id`` was validated for ``targets`` (used by the contract kit)."""
+def override_targets_for_tests(fix_id: str, targets: dict[str, str]) -> None:
+    """Test hook (used by :mod:`torchfix_core.testing`): from now on, judge ``fix_id``'s validated range
+    with ``targets`` instead of its spec's (e.g. ``{"torch": "<1.0"}`` to see it out of range)."""
     entries()
     _state.target_override[fix_id] = dict(targets)

@@ -1,6 +1,9 @@
-"""Version gating with ``packaging``: where was a fix validated?
+"""Version gating with ``packaging``: where was a fix validated? The one judgement of a range.
 
-The answer only narrows the decision; the fix's probe says whether the bug is present.
+The registry's gate, the contract kit and the repository's compatibility tooling all call
+:func:`judge` (and :func:`installed_version` for the library's version); nothing else compares a
+version with a validated range. The answer only narrows the decision; the fix's probe says whether
+the bug is present.
 
 * Specifiers are always evaluated with ``prereleases=True``: packaging 26 changed the meaning of
   ``prereleases=None`` (pypa/packaging#895), and nightlies (``2.13.0.dev20260301``) and vendor
@@ -15,12 +18,20 @@ The answer only narrows the decision; the fix's probe says whether the bug is pr
 
 from __future__ import annotations
 
-IN_RANGE = "in-range"
-OUT_OF_RANGE = "out-of-range"
-AMBIGUOUS = "ambiguous"
+import sys
+
+from torchfix_core._enum import StrEnum
 
 
-def judge(version: str, specifier: str) -> tuple[str, str]:
+class Verdict(StrEnum):
+    """Where a version stands against a validated range."""
+
+    IN_RANGE = "in-range"
+    OUT_OF_RANGE = "out-of-range"
+    AMBIGUOUS = "ambiguous"
+
+
+def judge(version: str, specifier: str) -> tuple[Verdict, str]:
     """Return ``(verdict, reason)`` for ``version`` against ``specifier``."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
@@ -28,15 +39,44 @@ def judge(version: str, specifier: str) -> tuple[str, str]:
     try:
         spec = SpecifierSet(specifier)
     except InvalidSpecifier:
-        return AMBIGUOUS, f"validated range {specifier!r} is not a valid specifier"
+        return Verdict.AMBIGUOUS, f"validated range {specifier!r} is not a valid specifier"
     try:
         parsed = Version(str(version))
     except InvalidVersion:
-        return AMBIGUOUS, f"version {version!r} cannot be parsed; the probe decides"
+        return Verdict.AMBIGUOUS, f"version {version!r} cannot be parsed; the probe decides"
     full = spec.contains(parsed, prereleases=True)
     base = spec.contains(Version(parsed.base_version), prereleases=True)
     if full and base:
-        return IN_RANGE, f"{version} is in the validated range {specifier}"
+        return Verdict.IN_RANGE, f"{version} is in the validated range {specifier}"
     if not full and not base:
-        return OUT_OF_RANGE, f"{version} is outside the validated range {specifier}"
-    return AMBIGUOUS, f"{version} is a pre-release at the edge of {specifier}; the probe decides"
+        return Verdict.OUT_OF_RANGE, f"{version} is outside the validated range {specifier}"
+    return Verdict.AMBIGUOUS, f"{version} is a pre-release at the edge of {specifier}; the probe decides"
+
+
+def installed_version(module_name: str) -> str | None:
+    """The version of the library imported as ``module_name``: its ``__version__`` when it is
+    imported, else its distribution's metadata; ``None`` when neither says."""
+    module = sys.modules.get(module_name)
+    version = getattr(module, "__version__", None)
+    if version is not None:
+        return str(version)
+    try:
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as dist_version
+
+        return dist_version(module_name)
+    except (PackageNotFoundError, ValueError):
+        return None
+
+
+def outside_range(targets: dict[str, str]) -> str | None:
+    """Why the installed libraries are outside ``targets`` (library -> validated range), or None
+    when every known version is inside (an unknown or ambiguous version: the probe decides)."""
+    for module_name, specifier in targets.items():
+        version = installed_version(module_name)
+        if version is None:
+            continue
+        verdict, why = judge(version, specifier)
+        if verdict is Verdict.OUT_OF_RANGE:
+            return why
+    return None

@@ -8,22 +8,15 @@ explicit request.
 
 from __future__ import annotations
 
-import os
-
 from torchfix_core._import_hooks import when_imported
-
-# TORCHFIX_ACTIVATION_SOURCE is set by torchfix-run; any other value is ignored here and reported by
-# the settings parser. The same tuple as torchfix_core._env.ACTIVATION_SOURCES, not imported from
-# there: under torchfix-run this module is imported at the start of every Python child.
-_ACCEPTED = ("torchfix_core.auto", "torchfix-run")
-_requested = os.environ.get("TORCHFIX_ACTIVATION_SOURCE", "").strip()
-SOURCE = _requested if _requested in _ACCEPTED else "torchfix_core.auto"
 
 
 def _activate(_torch: object) -> None:
-    from torchfix_core._activation import activate_safely
+    from torchfix_core._activation import ActivationSource, activate_safely
+    from torchfix_core._env import requested_activation_source
 
-    activate_safely(SOURCE)
+    # TORCHFIX_ACTIVATION_SOURCE is set by torchfix-run; any other value means this import
+    activate_safely(ActivationSource(requested_activation_source()))
 
 
 when_imported("torch", _activate)

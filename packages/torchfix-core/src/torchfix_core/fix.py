@@ -2,8 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Iterator
+
 from torchfix_core.patching import PatchSet
-from torchfix_core.spec import ProbeResult
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """What :meth:`Fix.probe` found on the live objects.
+
+    ``needed`` is True when the bug is present and the patch points have the expected shape;
+    ``reason`` is the human explanation shown by doctor either way. Unpacks as ``(needed, reason)``.
+    """
+
+    needed: bool
+    reason: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "needed", bool(self.needed))
+
+    def __iter__(self) -> Iterator[object]:
+        return iter((self.needed, self.reason))
 
 
 class Fix:

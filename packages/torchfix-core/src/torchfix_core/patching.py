@@ -204,11 +204,6 @@ class PatchSet:
             func.__code__ = new_code
             self._records[key] = _Record(func, "__code__", original, new_code, "code")
 
-    def originals(self) -> list[tuple[object, str, Any]]:
-        """``(owner, name, original)`` for every live patch, in the order they were made."""
-        with PATCH_LOCK:
-            return [(r.owner, r.name, r.original) for r in self._records.values()]
-
     def revert(self) -> list[str]:
         """Undo every patch, newest first. Returns the problems met (empty when all went back)."""
         problems: list[str] = []

@@ -1,14 +1,23 @@
 """Cheap, data-only description of a fix: what an entry point in ``torchfix.fixes`` loads.
 
-A fix package's ``package.py`` builds one :class:`FixSpec` and nothing else. Loading it must not
-import torch, the patched library, or the fix's implementation: this module imports only the
-standard library so that discovery at ``import torch`` costs microseconds per fix.
+A fix package's ``package.py`` builds one :class:`FixSpec` (and the :class:`EnvSwitch` records it
+declares) and nothing else. Loading it must not import torch, the patched library, or the fix's
+implementation: this module imports only the standard library (modules torch has loaded already),
+so that discovery at ``import torch`` costs microseconds per fix.
+
+Also here, because activation needs them: :class:`FixState` (every state a fix can be in) and
+:data:`PATCH_LOCK`. The records that only the implementation side and ``status()`` use
+(:class:`~torchfix_core.fix.ProbeResult`, :class:`~torchfix_core.status.FixStatus`) live in the
+modules that use them and are not imported at ``import torch``.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, NamedTuple
+
+from torchfix_core._enum import StrEnum
 
 #: Held while any torchfix patch or revert runs, and by the registry around state changes
 #: (re-entrant). Public as :data:`torchfix_core.patching.PATCH_LOCK`; defined here, in the one
@@ -16,17 +25,56 @@ from typing import Callable, Iterator, Mapping, Sequence
 #: import the patching layer.
 PATCH_LOCK = threading.RLock()
 
-#: Every state a fix can be in, as shown by :func:`torchfix_core.status` and ``torchfix-doctor``.
-APPLIED = "applied"
-PENDING = "pending"
-NOT_NEEDED = "not-needed"
-OUT_OF_RANGE = "out-of-range"
-DISABLED = "disabled"
-FAILED = "failed"
-NOT_INSTALLED = "not-installed"
-STATES = (APPLIED, PENDING, NOT_NEEDED, OUT_OF_RANGE, DISABLED, FAILED, NOT_INSTALLED)
+
+class FixState(StrEnum):
+    """Every state a fix can be in, as shown by :func:`torchfix_core.status` and ``torchfix-doctor``.
+
+    A ``str`` enum: ``FixState.APPLIED == "applied"``, ``str()`` and ``--json`` give the bare value."""
+
+    APPLIED = "applied"
+    PENDING = "pending"
+    NOT_NEEDED = "not-needed"
+    OUT_OF_RANGE = "out-of-range"
+    DISABLED = "disabled"
+    FAILED = "failed"
+    NOT_INSTALLED = "not-installed"
 
 
+#: every state, in the order doctor explains them (``tuple(FixState)``)
+STATES = tuple(FixState)
+
+
+class EnvSwitch(NamedTuple):
+    """A boolean environment variable a fix reads itself (e.g. ``TORCHFIX_MY_FIX_STRICT``).
+
+    Declared in the fix's :class:`FixSpec` (``switches=``) so that the core knows the variable: it
+    is not reported as unknown, and a malformed value gets one :class:`TorchfixConfigWarning` and a
+    doctor line, like the core's own variables. The fix reads it with :meth:`is_on`, which never
+    raises (a malformed value means ``default``). ``name`` must start with ``TORCHFIX_<ID>_``
+    (the owning fix's id upper-cased, ``-`` -> ``_``). An immutable record (a NamedTuple, not a
+    dataclass: it is built at ``import torch``, where a dataclass's code generation costs ~0.3 ms)."""
+
+    name: str
+    default: bool
+    help: str
+
+    def is_on(self, environ: Mapping[str, str] | None = None) -> bool:
+        """The switch's value now (``os.environ`` by default): read on every call, so a test or a
+        user may change it at run time."""
+        import os
+
+        from torchfix_core._env import parse_bool_word
+
+        value = parse_bool_word((os.environ if environ is None else environ).get(self.name))
+        return self.default if value is None else value
+
+
+def env_prefix(fix_id: str) -> str:
+    """``my-fix`` -> ``TORCHFIX_MY_FIX_`` (the prefix of every variable of that fix)."""
+    return f"TORCHFIX_{fix_id.upper().replace('-', '_')}_"
+
+
+@dataclass(frozen=True, slots=True)
 class FixSpec:
     """Metadata of one fix.
 
@@ -45,114 +93,37 @@ class FixSpec:
         order: smaller applies first; ties are broken by id.
         after: ids of fixes that must be applied before this one when both apply.
         upstream: links to the upstream issue / pull request the fix backports.
+        switches: the fix's own environment variables (besides ``TORCHFIX_<ID>_ENABLED``, which
+            every fix has).
     """
 
-    __slots__ = (
-        "id",
-        "summary",
-        "implementation",
-        "distribution",
-        "targets",
-        "triggers",
-        "order",
-        "after",
-        "upstream",
-    )
+    id: str
+    summary: str
+    implementation: str
+    distribution: str
+    targets: Mapping[str, str]
+    triggers: tuple[str, ...]
+    order: int = 100
+    after: tuple[str, ...] = ()
+    upstream: tuple[str, ...] = ()
+    switches: tuple[EnvSwitch, ...] = field(default=())
 
-    def __init__(
-        self,
-        *,
-        id: str,
-        summary: str,
-        implementation: str,
-        distribution: str,
-        targets: Mapping[str, str],
-        triggers: Sequence[str],
-        order: int = 100,
-        after: Sequence[str] = (),
-        upstream: Sequence[str] = (),
-    ) -> None:
-        if ":" not in implementation:
-            raise ValueError(f"FixSpec {id!r}: implementation must be 'module:attribute', got {implementation!r}")
-        if not triggers:
-            raise ValueError(f"FixSpec {id!r}: at least one trigger module is required")
-        self.id = id
-        self.summary = summary
-        self.implementation = implementation
-        self.distribution = distribution
-        self.targets = dict(targets)
-        self.triggers = tuple(triggers)
-        self.order = int(order)
-        self.after = tuple(after)
-        self.upstream = tuple(upstream)
-
-    def __repr__(self) -> str:
-        return f"FixSpec(id={self.id!r}, targets={self.targets!r}, triggers={self.triggers!r})"
-
-
-class ProbeResult:
-    """What :meth:`torchfix_core.Fix.probe` found on the live objects.
-
-    ``needed`` is True when the bug is present and the patch points have the expected shape;
-    ``reason`` is the human explanation shown by doctor either way. Unpacks as ``(needed, reason)``.
-    (A plain class rather than a NamedTuple: this module is imported at ``import torch``.)
-    """
-
-    __slots__ = ("needed", "reason")
-
-    def __init__(self, needed: bool, reason: str) -> None:
-        self.needed = bool(needed)
-        self.reason = reason
-
-    def __iter__(self) -> Iterator[object]:
-        return iter((self.needed, self.reason))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ProbeResult) and (self.needed, self.reason) == (other.needed, other.reason)
-
-    def __repr__(self) -> str:
-        return f"ProbeResult(needed={self.needed!r}, reason={self.reason!r})"
-
-
-class FixStatus:
-    """One row of :func:`torchfix_core.status`."""
-
-    __slots__ = ("id", "distribution", "version", "state", "reason", "targets", "upstream", "summary")
-
-    def __init__(
-        self,
-        id: str,
-        distribution: str,
-        version: str | None,
-        state: str,
-        reason: str,
-        targets: Mapping[str, str],
-        upstream: tuple[str, ...],
-        summary: str,
-    ) -> None:
-        self.id = id
-        self.distribution = distribution
-        self.version = version
-        self.state = state
-        self.reason = reason
-        self.targets = targets
-        self.upstream = upstream
-        self.summary = summary
-
-    def __repr__(self) -> str:
-        return f"FixStatus(id={self.id!r}, state={self.state!r}, reason={self.reason!r})"
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "distribution": self.distribution,
-            "version": self.version,
-            "state": self.state,
-            "reason": self.reason,
-            "targets": dict(self.targets),
-            "upstream": list(self.upstream),
-            "summary": self.summary,
-        }
+    def __post_init__(self) -> None:
+        if ":" not in self.implementation:
+            raise ValueError(
+                f"FixSpec {self.id!r}: implementation must be 'module:attribute', got {self.implementation!r}"
+            )
+        if not self.triggers:
+            raise ValueError(f"FixSpec {self.id!r}: at least one trigger module is required")
+        prefix = env_prefix(self.id)
+        for switch in self.switches:
+            if not isinstance(switch, EnvSwitch) or not switch.name.startswith(prefix):
+                raise ValueError(f"FixSpec {self.id!r}: switches must be EnvSwitch records named {prefix}*")
+        # normalized copies: a caller's list or dict cannot change the spec afterwards
+        object.__setattr__(self, "targets", dict(self.targets))
+        for name in ("triggers", "after", "upstream", "switches"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "order", int(self.order))
 
 
 def lazy_version(package: str) -> Callable[[str], str]:

@@ -35,14 +35,10 @@ class SacReplayFix(Fix):
                 "torch._dynamo.config overrides are process-global here (pre-2.12): the recompute thread "
                 "already sees the forward's config",
             )
-        try:
-            strict = "strict" if probes.sac_replay_is_strict() else "lenient"
-        except PatchRefused as exc:  # informational only: the fix does not depend on it
-            strict = f"of unknown strictness ({exc})"
         return ProbeResult(
             True,
             "compiler config overrides are per-context (ContextVar); the recompute on another thread would read "
-            f"defaults. SAC replay is {strict} on this torch",
+            "defaults",
         )
 
     def apply(self) -> None:

@@ -1,8 +1,7 @@
 """Feature probes on the live torch objects (no version strings).
 
 All of them are side-effect free: :func:`dynamo_config_is_context_local` patches a config value
-through ``config.patch`` and the patch restores it; :func:`sac_replay_is_strict` builds a throw-away
-pair of SAC modes, isolated from the caller's modes.
+through ``config.patch`` and the patch restores it.
 """
 
 from __future__ import annotations
@@ -47,16 +46,3 @@ def frame_init_parameters() -> tuple[str, ...] | None:
         return tuple(inspect.signature(init).parameters)
     except (TypeError, ValueError):
         return None
-
-
-def sac_replay_is_strict() -> bool:
-    """True when SAC replay rejects *any* op the forward did not record (torch 2.13+, PR #176455).
-
-    On 2.11/2.12 replay is lenient: ops the policy does not save are simply re-executed. Used for
-    the doctor reason only; the fix does not depend on it (per-thread config diverges either way).
-    The shared probe of :mod:`torchfix_core.probes`: isolated from the caller's modes, so a probe that
-    runs inside a user's SAC forward (torch._dynamo first imported there) records nothing in it.
-    """
-    from torchfix_core.probes import sac_replay_behaviour
-
-    return sac_replay_behaviour().strict

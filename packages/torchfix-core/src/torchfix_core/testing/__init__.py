@@ -4,11 +4,34 @@ Subclass :class:`FixContract` in a fix's tests (name the subclass ``Test...``) t
 lifecycle guarantees for every fix, each case in a fresh Python subprocess::
 
     class TestContract(FixContract):
-        fix_id = "autotune"
-        patched = [("torch._inductor.runtime.triton_heuristics", "CachingAutotuner.bench")]
+        fix_id = "my-fix"
+        patched = [("torch.utils.checkpoint", "_CheckpointFrame.__init__")]
         expected_state = "applied"        # or a property deciding from the live probe
+
+The test hooks (:mod:`torchfix_core.testing._introspect`) read the core's state without private
+names: :func:`fix_spec`, :func:`import_triggers`, :func:`live_patches`, :func:`waiting_hooks`,
+:func:`override_targets`, :func:`outside_validated_range`.
 """
 
-from torchfix_core.testing._contract import CASES, FixContract, outside_validated_range, run_case, state_to_expect
+from torchfix_core.testing._contract import CASES, FixContract, run_case, state_to_expect
+from torchfix_core.testing._introspect import (
+    fix_spec,
+    import_triggers,
+    live_patches,
+    outside_validated_range,
+    override_targets,
+    waiting_hooks,
+)
 
-__all__ = ["CASES", "FixContract", "outside_validated_range", "run_case", "state_to_expect"]
+__all__ = [
+    "CASES",
+    "FixContract",
+    "fix_spec",
+    "import_triggers",
+    "live_patches",
+    "outside_validated_range",
+    "override_targets",
+    "run_case",
+    "state_to_expect",
+    "waiting_hooks",
+]

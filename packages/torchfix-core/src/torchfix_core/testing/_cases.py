@@ -59,10 +59,9 @@ class Case:
         assert got == wanted, f"{when}: state {got!r}, expected {wanted!r} (reason: {self.reason()})"
 
     def import_triggers(self) -> None:
-        from torchfix_core import _registry
+        from torchfix_core.testing._introspect import import_triggers
 
-        for name in _registry.entries()[self.fix_id].spec.triggers:
-            importlib.import_module(name)
+        import_triggers(self.fix_id)
 
     def snapshot(self) -> list[Any]:
         return [_resolve(m, p) for m, p in self.patched]
@@ -82,9 +81,9 @@ class Case:
         return now
 
     def impl_class(self) -> Any:
-        from torchfix_core import _registry
+        from torchfix_core.testing._introspect import fix_spec
 
-        module_name, _, attr = _registry.entries()[self.fix_id].spec.implementation.partition(":")
+        module_name, _, attr = fix_spec(self.fix_id).implementation.partition(":")
         return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
 
     def originals_after_import(self) -> list[Any]:
@@ -100,9 +99,7 @@ class Case:
 
         self.import_triggers()
         self.expect_state(self.expected, "after import torch + triggers")
-        from torchfix_core import _registry
-
-        source = _registry.activation()["source"]
+        source = self.tfc().activation().source
         assert source in ("torch.backends", "torchfix_core.auto", "torchfix-run"), f"activation source {source!r}"
 
     def import_then_apply(self) -> None:
@@ -114,9 +111,9 @@ class Case:
     def apply_then_import(self) -> None:
         import torch  # noqa: F401
 
-        from torchfix_core import _registry
+        from torchfix_core.testing._introspect import fix_spec
 
-        triggers = _registry.entries()[self.fix_id].spec.triggers
+        triggers = fix_spec(self.fix_id).triggers
         already = all(name in sys.modules for name in triggers)
         self.tfc().apply(only=[self.fix_id])
         if not already:
@@ -168,19 +165,19 @@ class Case:
         self.expect_original(originals, f"with {env_key(self.fix_id)}=0")
 
     def out_of_range_noop(self) -> None:
-        from torchfix_core import _registry
+        from torchfix_core.testing._introspect import override_targets
 
         originals = self.originals_after_import()
-        _registry._override_targets(self.fix_id, {"torch": "<1.0"})
+        override_targets(self.fix_id, {"torch": "<1.0"})
         self.tfc().apply(only=[self.fix_id])
         self.expect_state("out-of-range", "validated only for torch<1.0")
         self.expect_original(originals, "out of range")
 
     def forced_out_of_range(self) -> None:
-        from torchfix_core import _registry
+        from torchfix_core.testing._introspect import override_targets
 
         originals = self.originals_after_import()
-        _registry._override_targets(self.fix_id, {"torch": "<1.0"})
+        override_targets(self.fix_id, {"torch": "<1.0"})
         self.tfc().apply(only=[self.fix_id])
         self.expect_state(self.expected, "out of range but TORCHFIX_FORCE")
         self.expect_patched(originals, "out of range but TORCHFIX_FORCE")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from typing import ClassVar, Mapping, Sequence
 
+from torchfix_core.testing._introspect import outside_validated_range
+
 CASES = (
     "activated_at_import_torch",
     "import_then_apply",
@@ -68,24 +70,6 @@ IN_RANGE_CASES = frozenset(
         "strict_failure_raises",
     }
 )
-
-
-def outside_validated_range(fix_id: str) -> str | None:
-    """Why the fix is outside its validated range on the installed libraries (the registry's own
-    version judgement), or None when it is inside (or a version is unknown: the probe decides)."""
-    from torchfix_core import _registry, _versions
-
-    entry = _registry.entries().get(fix_id)
-    if entry is None or entry.item.spec is None:
-        raise AssertionError(f"fix {fix_id!r} is not installed (or its spec cannot be loaded)")
-    for module_name, specifier in entry.item.spec.targets.items():
-        version = _registry._version_of(module_name)
-        if version is None:
-            continue
-        verdict, why = _versions.judge(version, specifier)
-        if verdict == _versions.OUT_OF_RANGE:
-            return str(why)
-    return None
 
 
 def state_to_expect(fix_id: str, bug_present: bool) -> str:

@@ -1,8 +1,8 @@
 """Multi-process CPU harness: real gloo process group, N ranks, one shared compile cache directory.
 
-Used by the tests, ``demo.py`` and ``benchmarks/placement_cache_warm_start.py``; never imported by
-the fix itself. :func:`run_job` starts ``world`` interpreters (``python -m
-torchfix_placement_cache._multirank CONFIG``) that share ``TORCHINDUCTOR_CACHE_DIR`` and a
+A test harness (not shipped in the wheel): used by the tests, ``demo.py`` and
+``benchmarks/placement_cache_warm_start.py`` (which put this directory on ``sys.path``); never imported
+by the fix itself. :func:`run_job` starts ``world`` interpreters (``python _multirank.py CONFIG``) that share ``TORCHINDUCTOR_CACHE_DIR`` and a
 ``file://`` rendezvous. The order is deterministic: rank 0 compiles first and fills the cache, a
 barrier, then the other ranks compile (and may load rank 0's entry). Each rank prints one JSON line:
 its local shape, the AOTAutograd / FX graph cache counter deltas of its compile
@@ -214,7 +214,7 @@ def run_job(
             }
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "torchfix_placement_cache._multirank", json.dumps(config)],
+                    [sys.executable, os.path.abspath(__file__), json.dumps(config)],
                     env=rank_env,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
