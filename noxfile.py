@@ -185,7 +185,8 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session
 def compatibility(session: nox.Session) -> None:
-    """Write docs/compatibility.md from .matrix-results/ (needs every fix package's metadata)."""
+    """Record the cells under .matrix-results/ in docs/results/matrix/, then write docs/compatibility.md
+    from every recorded cell (needs every fix package's metadata)."""
     session.install("packaging", "hatchling")
     session.install("--no-deps", "--no-build-isolation", *map(str, family.member_packages()))
     session.run("python", str(ROOT / "scripts" / "compatibility.py"), "--write", *session.posargs)
@@ -257,3 +258,194 @@ def demo(session: nox.Session) -> None:
             session.run("python", str(script), env=env)
     session.run("python", str(ROOT / "scripts" / "demo_gpu_results.py"))
     session.run("torchfix-doctor")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Release engineering (docs/releasing.md): build and check the distributions, install them from the
+# wheelhouse as a user would, one distribution's tests for a release, and the weekly upstream watch.
+# Self-contained: these sessions share only family, DEFAULT_TORCH, TEST_TOOLS, TE_PURE_PYTHON_DEPS and
+# install_torchfix with the rest of this file.
+
+DIST = ROOT / "dist"  # the wheelhouse: the family's sdists and wheels, plus their third-party requirements
+BUILD_TOOLS = ["build>=1.2", "twine>=5"]
+UPSTREAM_WATCH = ROOT / ".upstream-watch"
+NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/cpu"
+
+
+@nox.session(tags=["ci"])
+def build(session: nox.Session) -> None:
+    """An sdist and a wheel of every distribution (or of those named in posargs) into dist/, each in an
+    isolated build environment (hatchling from the index), then: ``twine check --strict`` (metadata
+    renders), scripts/build_check.py (product code only, entry points resolve inside their own wheel,
+    the sdist rebuilds into the same wheel), and the third-party runtime requirements downloaded into
+    dist/ so that ``pip install --no-index --find-links dist torchfix-all`` needs nothing else."""
+    import shutil
+
+    packages = [family.by_name(name) for name in session.posargs] or family.all_packages()
+    session.install(*BUILD_TOOLS)
+    if DIST.exists():
+        shutil.rmtree(DIST)
+    for package in packages:
+        session.run("python", "-m", "build", "--sdist", "--wheel", "--outdir", str(DIST), str(package))
+    session.run("twine", "check", "--strict", *sorted(str(p) for p in DIST.iterdir()))
+    check = str(ROOT / "scripts" / "build_check.py")
+    session.run("python", check, "check", str(DIST), *(p.name for p in packages))
+    requirements = str(session.run("python", check, "requirements", str(DIST), silent=True)).split("\n")
+    requirements = [r.strip() for r in requirements if r.strip()]
+    if requirements:
+        session.run(
+            "python", "-m", "pip", "download", "-q", "--only-binary", ":all:", "--dest", str(DIST), *requirements
+        )
+
+
+@nox.session(tags=["ci"], requires=["build"])
+def install_check(session: nox.Session) -> None:
+    """From dist/ alone, in fresh venvs: torchfix-all, then torchfix-sac-replay on its own (only core
+    comes with it); doctor without torch (exit 3, "torch: not installed"), then with torch
+    DEFAULT_TORCH added (every fix's state). scripts/install_check.py; posargs go to it."""
+    if not any(DIST.glob("*.whl")):
+        session.error("dist/ holds no wheels: run `nox -s build` first")
+    script = str(ROOT / "scripts" / "install_check.py")
+    session.run("python", script, str(DIST), "--torch", DEFAULT_TORCH, *session.posargs)
+
+
+@nox.session
+def release_tests(session: nox.Session) -> None:
+    """The tests of one distribution (posargs: its name) and the cross-package tests, on the default
+    torch: what release.yml runs before publishing that distribution."""
+    if len(session.posargs) != 1:
+        session.error("usage: nox -s release_tests -- <distribution>, e.g. torchfix-autotune")
+    package = family.by_name(session.posargs[0])
+    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS)
+    install_torchfix(session)
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    dirs = [package / "tests"] if (package / "tests").is_dir() else []
+    for directory in [*dirs, ROOT / "tests"]:
+        session.run("python", "-m", "pytest", "-q", "-m", "not gpu and not slow", str(directory), env=env)
+
+
+def _reachable(url: str, timeout: float = 20) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - a fixed https URL
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@nox.session(venv_backend="uv|virtualenv")
+def upstream_watch(session: nox.Session) -> None:
+    """The newest torch release, then the newest nightly (where NIGHTLY_INDEX can be reached), each
+    with the newest TransformerEngine (Python sources + the CPU stand-ins) and the whole family:
+    every fix's probe and red reproduction (scripts/upstream_watch.py); report in
+    .upstream-watch/report.md. posargs go to ``upstream_watch.py collect`` (e.g. --no-reproductions)."""
+    UPSTREAM_WATCH.mkdir(exist_ok=True)
+    for stale in UPSTREAM_WATCH.glob("*"):
+        stale.unlink()
+    script = str(ROOT / "scripts" / "upstream_watch.py")
+    te_standins = PACKAGES / "torchfix-fp8-recompute" / "tests" / "te_standins" / "install.py"
+    notes = []
+    cells = [("newest release", ["--upgrade", "torch"])]
+    if _reachable(f"{NIGHTLY_INDEX}/torch/"):
+        cells.append(("newest nightly", ["--upgrade", "--pre", "--index-url", NIGHTLY_INDEX, "torch"]))
+    else:
+        notes.append(f"the nightly index {NIGHTLY_INDEX} could not be reached: ran on the newest release only")
+    session.install(*TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
+    session.install("--no-deps", "--upgrade", "transformer-engine")
+    install_torchfix(session, fixtures=False)
+    session.run("python", str(te_standins))
+    results = []
+    for label, torch in cells:
+        session.install(*torch)
+        out = UPSTREAM_WATCH / f"{label.replace(' ', '-')}.json"
+        session.run("python", script, "collect", "--label", label, "--out", str(out), *session.posargs)
+        results.append(str(out))
+    note_args = [arg for note in notes for arg in ("--note", note)]
+    session.run("python", script, "report", *results, *note_args, "--out", str(UPSTREAM_WATCH / "report.md"))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Real clients (docs/clients.md): torchfix under code nobody here wrote. A Redis server shared as
+# Inductor's remote compile cache (placement-cache), and torchtitan's own training pieces
+# (tests/clients/). Self-contained: these sessions share only family, DEFAULT_TORCH, TEST_TOOLS and
+# install_torchfix with the rest of this file.
+
+REDIS_CLIENT = "redis>=5"
+REDIS_TEST = PACKAGES / "torchfix-placement-cache" / "tests" / "test_remote_cache_redis.py"
+TORCHTITAN = "torchtitan==0.3.0"
+# what torchtitan's model, parallelize and optimizer modules import (its trainer's data/logging
+# stack, torchdata/tokenizers/datasets/tensorboard/wandb, is not needed: tests/clients/ builds the loop)
+TORCHTITAN_DEPS = ["einops", "safetensors", "tyro", "pillow", "spmd_types==0.2.3"]  # + triton: imported by its MoE code
+
+
+def _redis_cache(session: nox.Session, torch: str) -> None:
+    import shutil
+
+    if shutil.which("redis-server") is None:
+        session.skip("no redis-server binary on this machine: install the Debian package redis-server")
+    session.install(f"torch=={torch}", *TEST_TOOLS, REDIS_CLIENT)
+    install_torchfix(session, fixtures=False)
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    session.run("python", "-m", "pytest", "-q", "-rs", *session.posargs, str(REDIS_TEST), env=env)
+
+
+@nox.session(tags=["ci"])
+def redis_cache(session: nox.Session) -> None:
+    """placement-cache through Inductor's Redis remote caches: 4 rank processes with private local
+    caches share one real redis-server (started by the test on a free loopback port), default torch."""
+    _redis_cache(session, DEFAULT_TORCH)
+
+
+@nox.session(venv_backend="uv|virtualenv")
+@nox.parametrize("torch", [nox.param(v, id=v) for v in ("2.14.1", "2.15.0")])
+def redis_cache_torch(session: nox.Session, torch: str) -> None:
+    """The Redis remote-cache tests against another torch release (registry builds, through uv)."""
+    _redis_cache(session, torch)
+
+
+@nox.session(python="3.11")
+def clients(session: nox.Session) -> None:
+    """torchtitan 0.3.0 (registry) under torchfix, on the default torch: its Llama3 debugmodel with
+    parallelize_llama (SelectiveAC, per-block compile, FSDP2) on 2 gloo CPU ranks, torchfix active vs
+    TORCHFIX_DISABLE=all (bit-identical losses, step-time ratio printed), and the eager-checkpoint-
+    around-compiled-block ordering (red without torchfix, green with it). tests/clients/."""
+    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *TORCHTITAN_DEPS, "triton")
+    session.install("--no-deps", TORCHTITAN)
+    install_torchfix(session, fixtures=False)
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    session.run("python", "-m", "pytest", "-q", "-s", "-rs", *session.posargs, str(ROOT / "tests" / "clients"), env=env)
+
+
+# ---------------------------------------------------------------------------------------------------
+# MagiCompiler (torchfix-placement-cache's magi-cache-key, torchfix-aot-fallback's magi-aot-fallback),
+# tested on Magi's real source. Magi is not on the registry: TORCHFIX_MAGI_SOURCE names what pip installs
+# (an archive, a checkout or a git URL); by default the local archive when present, else the pinned
+# commit. Installed with --no-deps (its requirements pin triton==3.5.0, which conflicts with torch's)
+# plus what it imports; its pyproject says Python >= 3.12, but this commit runs on 3.11.
+
+MAGI_COMMIT = "8e2e47c07996aadfabbd2d6f76731ed1254a7269"
+MAGI_ARCHIVE = ROOT.parent / "shared" / "third_party" / "MagiCompiler-8e2e47c.tar.gz"
+MAGI_GIT = f"git+https://github.com/SandAI-org/MagiCompiler@{MAGI_COMMIT}"
+MAGI_IMPORTS = ["graphviz", "depyf", "pydantic-settings"]
+
+
+def magi_source() -> str:
+    import os
+
+    return os.environ.get("TORCHFIX_MAGI_SOURCE") or (str(MAGI_ARCHIVE) if MAGI_ARCHIVE.is_file() else MAGI_GIT)
+
+
+@nox.session(python="3.11", tags=["ci"])
+def magi(session: nox.Session) -> None:
+    """The Magi adapters on MagiCompiler 8e2e47c and torch 2.13 (CPU, 2 ranks on gloo): red without
+    torchfix / green with it for the cache key and the AOT -> JIT fallback, the policy's cases, the
+    interplay with the torch-level fixes and the contract. About 6-8 minutes on a 2-core machine."""
+    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *MAGI_IMPORTS)
+    session.install("--no-deps", "--ignore-requires-python", magi_source())
+    install_torchfix(session, fixtures=False)
+    # TORCHFIX_MAGI_SOURCE is this session's own input, not a variable of torchfix: keep it from the tests
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "TORCHFIX_MAGI_SOURCE": None}
+    for name in ("torchfix-placement-cache", "torchfix-aot-fallback"):
+        tests = sorted(str(p) for p in (PACKAGES / name / "tests").glob("test_magi_*.py"))
+        session.run("python", "-m", "pytest", "-q", "-m", "not gpu", *session.posargs, *tests, env=env)

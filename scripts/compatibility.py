@@ -222,48 +222,56 @@ def render(meta: dict[str, Any]) -> str:
 
 def render_te(meta: dict[str, Any], te_cells: dict[str, dict[str, Any]]) -> list[str]:
     """The fixes that patch TransformerEngine x the TE releases of ``nox -s te(VERSION)``."""
-    fixes = [f for f in meta["fixes"] if "transformer_engine" in f["targets"]]
-    columns = [v for v in meta["te_matrix"] if v in te_cells]
-    if not fixes or not columns:
-        return []
-    lines = [
-        "## TransformerEngine",
-        "",
+    intro = [
         "`nox -s te(VERSION)`: the fix against TransformerEngine's real Python sources from the registry; TE's",
         "compiled parts (CUDA core library, torch extension) cannot run on a CPU machine and are replaced by the",
         "test stand-ins in packages/torchfix-fp8-recompute/tests/te_standins/ (which say what they mirror).",
-        "",
-        "| fix | " + " | ".join(f"transformer_engine {v}" for v in columns) + " |",
-        "|---|" + "---|" * len(columns),
-        "| (commit tested) | " + " | ".join(f"`{te_cells[v]['commit']}`" for v in columns) + " |",
-        "| (torch, Python) | "
-        + " | ".join(f"{te_cells[v]['torch'] or '?'}, {te_cells[v]['python'] or '?'}" for v in columns)
-        + " |",
     ]
-    lines += [fix_row(fix, [te_cells[v] for v in columns]) for fix in fixes]
-    lines.append("")
-    return lines + notes_lines({f"TransformerEngine {v}": f"te-{v}" for v in columns})
+    return library_table(
+        meta, te_cells, "TransformerEngine", "transformer_engine", "te", meta["te_matrix"], intro, versions_row=True
+    )
 
 
 def render_magi(meta: dict[str, Any], magi_cells: dict[str, dict[str, Any]]) -> list[str]:
     """The fixes that patch MagiCompiler x the torch releases of the ``magi`` sessions."""
-    fixes = [f for f in meta["fixes"] if "magi_compiler" in f["targets"]]
-    columns = [v for v in meta["torch_matrix"] if v in magi_cells]
-    if not fixes or not columns:
-        return []
-    lines = [
-        "## MagiCompiler",
-        "",
+    intro = [
         "`nox -s magi` / `magi_torch(VERSION)`: the Magi adapters against MagiCompiler's real source (commit",
         "8e2e47c, not on the registry), on each torch release named below, CPU, multi-rank cases on gloo.",
-        "",
-        "| fix | " + " | ".join(f"torch {v}" for v in columns) + " |",
-        "|---|" + "---|" * len(columns),
-        "| (commit tested) | " + " | ".join(f"`{magi_cells[v]['commit']}`" for v in columns) + " |",
     ]
-    lines += [fix_row(fix, [magi_cells[v] for v in columns]) for fix in fixes]
+    return library_table(meta, magi_cells, "MagiCompiler", "magi_compiler", "magi", meta["torch_matrix"], intro)
+
+
+def library_table(
+    meta: dict[str, Any],
+    cells: dict[str, dict[str, Any]],
+    title: str,
+    library: str,
+    prefix: str,
+    versions: list[str],
+    intro: list[str],
+    versions_row: bool = False,
+) -> list[str]:
+    """A table of the fixes that patch ``library`` x the recorded cells ``<prefix>-<version>`` (columns
+    headed ``transformer_engine 2.18.0`` for TE cells, ``torch 2.13.0`` for cells per torch release)."""
+    fixes = [f for f in meta["fixes"] if library in f["targets"]]
+    columns = [v for v in versions if v in cells]
+    if not fixes or not columns:
+        return []
+    head = library if versions_row else "torch"
+    lines = [f"## {title}", "", *intro, ""]
+    lines.append("| fix | " + " | ".join(f"{head} {v}" for v in columns) + " |")
+    lines.append("|---|" + "---|" * len(columns))
+    lines.append("| (commit tested) | " + " | ".join(f"`{cells[v]['commit']}`" for v in columns) + " |")
+    if versions_row:
+        lines.append(
+            "| (torch, Python) | "
+            + " | ".join(f"{cells[v]['torch'] or '?'}, {cells[v]['python'] or '?'}" for v in columns)
+            + " |"
+        )
+    lines += [fix_row(fix, [cells[v] for v in columns]) for fix in fixes]
     lines.append("")
-    return lines + notes_lines({f"MagiCompiler / torch {v}": f"magi-{v}" for v in columns})
+    label = "TransformerEngine {}" if versions_row else f"{title} / torch {{}}"
+    return lines + notes_lines({label.format(v): f"{prefix}-{v}" for v in columns})
 
 
 def fix_row(fix: dict[str, Any], cells: list[dict[str, Any]]) -> str:
