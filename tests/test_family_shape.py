@@ -67,7 +67,9 @@ def test_fix_package_layout_and_entry_point(package: Path) -> None:
     assert (package / "demo.py").is_file()
     assert (ROOT / "docs" / "fixes" / f"{fix_id}.md").is_file()
     eps = pyproject(package)["project"]["entry-points"]["torchfix.fixes"]
-    assert eps == {fix_id: f"{mod.name}.package:FIX"}
+    assert eps[fix_id] == f"{mod.name}.package:FIX"
+    # further fixes of the same package (e.g. a framework adapter) load other specs of package.py
+    assert all(re.fullmatch(rf"{mod.name}\.package:[A-Z_]+", v) for v in eps.values()), eps
 
 
 @pytest.mark.parametrize("package", FIXES, ids=lambda p: p.name)
@@ -105,7 +107,8 @@ def test_fix_package_version_is_lazy_and_matches_the_distribution(package: Path)
 def test_installed_fix_registers_its_entry_point(package: Path) -> None:
     dist = distribution(package.name)
     names = [ep.name for ep in dist.entry_points if ep.group == "torchfix.fixes"]
-    assert names == [package.name.removeprefix("torchfix-")]
+    declared = pyproject(package)["project"]["entry-points"]["torchfix.fixes"]
+    assert package.name.removeprefix("torchfix-") in names and sorted(names) == sorted(declared)
 
 
 def test_torchfix_all_dependencies_are_generated_and_current() -> None:
@@ -161,3 +164,22 @@ def test_workflow_matrices_match_the_noxfile() -> None:
 
     for nox_name, key in (("TORCH_MATRIX", "torch"), ("MATRIX_PYTHONS", "python"), ("TE_VERSIONS", "te")):
         assert listed(rf"^{nox_name} = \[(.*?)\]", noxfile) == listed(rf"^\s+{key}: \[(.*?)\]", workflow), nox_name
+
+
+def test_the_core_names_no_fix() -> None:
+    """torchfix-core knows no plugin: no fix id, and no fix's own variable, appears in its source
+    (what the core needs to know about a fix, the fix declares in its FixSpec)."""
+    core_src = family.core() / "src"
+    ids = set(family.family_members())
+    fixture_ids = {"demo-checkpoint", "demo-dynamo", "demo-absent", "demo-broken"}
+    words = set()
+    for fix_id in ids | fixture_ids:
+        words |= {fix_id, fix_id.replace("-", "_"), "TORCHFIX_" + fix_id.upper().replace("-", "_") + "_"}
+    pattern = re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(w)}(?![A-Za-z0-9-])" for w in sorted(words)), re.I)
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sorted(core_src.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert found == [], "\n".join(found)

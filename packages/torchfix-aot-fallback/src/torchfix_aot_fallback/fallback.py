@@ -7,11 +7,12 @@ once as a warning on ``torchfix.aot-fallback``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import types
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from torchfix_aot_fallback import memo, policy
 
@@ -119,6 +120,19 @@ def make_jit(model: Any, backend: Any, dynamic: Any) -> Callable[..., Any]:
 
 
 _inside = threading.local()
+
+
+@contextlib.contextmanager
+def outer_policy() -> Iterator[None]:
+    """Inside the block (this thread), the patched torch entry points run their AOT attempt plainly:
+    a caller that applies the policy to a larger unit (a framework's compile state, e.g. the
+    ``magi-aot-fallback`` fix) decides once, and sees the original exception."""
+    previous = getattr(_inside, "active", False)
+    _inside.active = True
+    try:
+        yield
+    finally:
+        _inside.active = previous
 
 
 def run(

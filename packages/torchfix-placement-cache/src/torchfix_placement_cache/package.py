@@ -16,3 +16,14 @@ FIX = FixSpec(
         "https://github.com/pytorch/pytorch/pull/188401",
     ),
 )
+
+MAGI_FIX = FixSpec(
+    id="magi-cache-key",
+    summary="MagiCompiler's cache directory and AOT artifact path also cover the layout of DTensor inputs.",
+    implementation="torchfix_placement_cache.magi:MagiCacheKeyFix",
+    distribution="torchfix-placement-cache",
+    targets={"torch": ">=2.13,<2.14", "magi_compiler": ">=1.0,<2"},
+    triggers=("magi_compiler",),
+    order=110,
+    upstream=("MagiCompiler PR #89 (placement-aware cache key)",),
+)
