@@ -13,7 +13,7 @@ names: :func:`fix_spec`, :func:`import_triggers`, :func:`live_patches`, :func:`w
 :func:`override_targets`, :func:`outside_validated_range`.
 """
 
-from torchfix_core.testing._contract import CASES, FixContract, run_case, state_to_expect
+from torchfix_core.testing._contract import CASES, FixContract, run_case, state_to_expect, status_without_library
 from torchfix_core.testing._introspect import (
     fix_spec,
     import_triggers,
@@ -33,5 +33,6 @@ __all__ = [
     "override_targets",
     "run_case",
     "state_to_expect",
+    "status_without_library",
     "waiting_hooks",
 ]

@@ -72,6 +72,37 @@ IN_RANGE_CASES = frozenset(
 )
 
 
+_ABSENT_LIBRARY_CHECK = """
+import json, sys
+import torch
+import torchfix_core
+from torchfix_core.testing import fix_spec
+fix_id, library = sys.argv[1], sys.argv[2]
+row = next(r for r in torchfix_core.status() if r.id == fix_id)
+implementation = fix_spec(fix_id).implementation.partition(":")[0]
+print(json.dumps({"state": str(row.state), "reason": row.reason,
+                  "implementation_loaded": implementation in sys.modules,
+                  "library_loaded": any(m == library or m.startswith(library + ".") for m in sys.modules)}))
+"""
+
+
+def status_without_library(fix_id: str, library: str, timeout: float = 300) -> dict[str, object]:
+    """``import torch`` in a fresh interpreter (default activation) where ``library`` is absent:
+    ``fix_id``'s state and reason, and whether its implementation module or the library got imported
+    (a fix for an absent library must be ``not-installed`` and cost nothing)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", _ABSENT_LIBRARY_CHECK, fix_id, library],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"status check for {fix_id!r} failed (exit {proc.returncode}):\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
 def state_to_expect(fix_id: str, bug_present: bool) -> str:
     """The state ``fix_id`` must reach on the installed libraries once its trigger has fired:
     ``out-of-range`` outside its validated range (the range check answers before the probe), else
