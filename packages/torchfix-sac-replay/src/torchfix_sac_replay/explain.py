@@ -13,8 +13,9 @@ type whose message appends the evidence torchfix can gather without changing tor
   Inductor autotuning: ``triton_heuristics.bench`` / ``autotune_to_one_config`` /
   ``coordinate_descent_tuning``), from the same traceback;
 * how many frames Dynamo compiled and how often it hit a recompile limit while the recompute ran
-  (``torch._dynamo.utils.counters`` deltas; the counters are process-wide, so another thread
-  compiling at the same moment is counted too, and the message says so);
+  (``counters["frames"]`` deltas around the recompute, remembered as plain integers; the limit hits
+  from Dynamo's recent compilation records, read only when the error is raised; all process-wide,
+  so another thread compiling at the same moment is counted too, and the message says so);
 * which compiler config overrides differ between the forward's context and the recompute thread's
   own context (the per-thread config of torch 2.12+, pytorch#186537).
 
@@ -24,9 +25,12 @@ This module imports nothing heavy: it reads ``sys.modules`` and never imports Dy
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import os
 import sys
+import threading
+import time
 import types
 from typing import Any, NamedTuple
 
@@ -70,31 +74,71 @@ _AUTOTUNE_NAMES = {
 }
 
 
-class DynamoSnapshot(NamedTuple):
-    """Process-wide Dynamo counters at one moment (see ``torch._dynamo.utils.counters``)."""
+class DynamoMarks(NamedTuple):
+    """Process-wide Dynamo counters at one moment (see ``torch._dynamo.utils.counters``) and the
+    wall clock, as :func:`dynamo_marks` returns them (a plain tuple of three ints)."""
 
     frames_total: int
     frames_ok: int
-    limit_hits: int
+    time_ns: int
 
 
-def dynamo_snapshot() -> DynamoSnapshot | None:
-    """Cheap read of Dynamo's counters, or None when Dynamo is not imported. Never raises."""
-    utils = sys.modules.get("torch._dynamo.utils")
-    counters = getattr(utils, "counters", None)
-    if counters is None:
-        return None
+def dynamo_marks(_modules: dict[str, Any] = sys.modules, _time_ns: Any = time.time_ns) -> tuple[int, int, int]:
+    """What a recompute remembers beforehand: ``(frames_total, frames_ok, time.time_ns())``.
+
+    O(1) and independent of the process's history: two lookups in ``counters["frames"]`` and a clock
+    read (about 0.2 us). It never walks ``counters["unimplemented"]`` (one key per graph-break
+    reason ever recorded: thousands in a large model); the recompile-limit evidence is read only when
+    the error is raised (:func:`recompile_limit_hits`). ``(0, 0, t)`` when Dynamo is not imported.
+    Never raises.
+    """
     try:
-        frames = counters.get("frames")
-        unimplemented = counters.get("unimplemented")
-        hits = 0
-        if unimplemented:  # tuple(): a C-level copy, safe while another thread adds keys
-            hits = sum(v for k, v in tuple(unimplemented.items()) if "recompile limit" in str(k).lower())
-        if not frames:
-            return DynamoSnapshot(0, 0, int(hits))
-        return DynamoSnapshot(int(frames.get("total", 0)), int(frames.get("ok", 0)), int(hits))
+        counters = getattr(_modules.get("torch._dynamo.utils"), "counters", None)
+        frames = counters.get("frames") if counters is not None else None
+        if frames:
+            return (frames.get("total", 0), frames.get("ok", 0), _time_ns())
     except Exception:  # noqa: BLE001 - a diagnostic must never break the recompute
-        return None
+        pass
+    return (0, 0, _time_ns())
+
+
+def recompile_limit_hits(since_ns: int, failed_frames: int) -> tuple[int, bool]:
+    """Error path only: how many compiles failed on a Dynamo recompile limit since ``since_ns``.
+
+    Returns ``(hits, exact)``. Exact where Dynamo keeps its recent compilation records
+    (``torch._dynamo.utils._compilation_metrics``, a deque of at most 64 ``CompilationMetrics``; 2.13
+    records a limit hit as a compile whose ``fail_reason`` is "Dynamo recompile limit exceeded"):
+    the records that ended at or after ``since_ns`` and failed on a limit. Elsewhere, an inference:
+    the ``failed_frames`` that failed while the recompute ran, if ``counters["unimplemented"]`` holds
+    any recompile-limit reason at all (a walk of every reason, done only here). Never raises.
+    """
+    utils = sys.modules.get("torch._dynamo.utils")
+    try:
+        records = getattr(utils, "_compilation_metrics", None)
+        if isinstance(records, collections.deque):
+            since_us = since_ns // 1000
+            hits = 0
+            for record in tuple(records):  # tuple(): a C-level copy, safe while another thread appends
+                end = getattr(record, "end_time_us", None)
+                reason = getattr(record, "fail_reason", None)
+                if isinstance(end, int) and end >= since_us and reason and "recompile limit" in str(reason).lower():
+                    hits += 1
+            return hits, True
+        if failed_frames <= 0:
+            return 0, True
+        unimplemented = getattr(utils, "counters", {}).get("unimplemented")
+        seen = bool(unimplemented) and any("recompile limit" in str(k).lower() for k in tuple(unimplemented))
+        return (failed_frames if seen else 0), False
+    except Exception:  # noqa: BLE001 - best effort
+        return 0, False
+
+
+def thread_name(ident: int) -> str:
+    """The name of the live thread with ``threading.get_ident() == ident`` (error path: O(threads))."""
+    for thread in threading.enumerate():
+        if thread.ident == ident:
+            return thread.name
+    return f"<thread {ident}, no longer running>"
 
 
 def is_storage_miss(exc: BaseException) -> bool:
@@ -221,18 +265,23 @@ def describe(
     here_context: contextvars.Context,
     forward_thread: str,
     recompute_thread: str,
-    before: DynamoSnapshot | None,
-    after: DynamoSnapshot | None,
+    before: tuple[int, int, int] | None,
+    after: tuple[int, int, int] | None,
 ) -> str:
-    """The explanation appended to the original message (several lines, each a finding + its remedy)."""
+    """The explanation appended to the original message (several lines, each a finding + its remedy).
+
+    ``before`` / ``after`` are :func:`dynamo_marks` taken around the recompute; everything else is
+    read here, on the error path."""
     ev = Evidence(exc)
     findings: list[str] = []
     compiled_fwd = ev.forward_compiled
     compiled_frames = ok_frames = limit_hits = 0
+    exact = True
     if before is not None and after is not None:
-        compiled_frames = after.frames_total - before.frames_total
-        ok_frames = after.frames_ok - before.frames_ok
-        limit_hits = after.limit_hits - before.limit_hits
+        b, a = DynamoMarks(*before), DynamoMarks(*after)
+        compiled_frames = a.frames_total - b.frames_total
+        ok_frames = a.frames_ok - b.frames_ok
+        limit_hits, exact = recompile_limit_hits(b.time_ns, compiled_frames - ok_frames)
     shared = " (process-wide counters: compiles on other threads at the same time are included)"
 
     if ev.autotune:
@@ -244,9 +293,14 @@ def describe(
             "why the recompute recompiled (TORCH_LOGS=recompiles)."
         )
     if limit_hits > 0:
+        how_often = (
+            f"hit its recompile limit {limit_hits} time(s)"
+            if exact
+            else f"failed to compile {limit_hits} frame(s) and has hit a recompile limit in this process (inferred)"
+        )
         findings.append(
-            f"recompile limit hit during recompute: Dynamo missed the forward's cache entry, hit its "
-            f"recompile limit {limit_hits} time(s) and ran the frame eagerly{shared}. The recompute ran under "
+            f"recompile limit hit during recompute: Dynamo missed the forward's cache entry, {how_often} "
+            f"and ran the frame eagerly{shared}. The recompute ran under "
             "the forward's config (carried by torchfix sac-replay), so the forward's own limit was reached. "
             "Fix: raise torch._dynamo.config.recompile_limit or pass torch.compile(..., recompile_limit=N) "
             "(2.13+), and find the guard failure with TORCH_LOGS=recompiles."
