@@ -196,55 +196,68 @@ def run_job(
         child_env["CUDA_VISIBLE_DEVICES"] = child_env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
     child_env.update(env or {})
     try:
-        procs = []
+        configs, envs = [], []
         for rank in range(world):
             rank_env = child_env
             if megacache:
                 rank_env = {**child_env, "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, f"rank{rank}")}
-            config = {
-                "scenario": scenario,
-                "rank": rank,
-                "world": world,
-                "init_method": f"file://{rendezvous}/store",
-                "replicate_rank": replicate_rank,
-                "fix": fix,
-                "dynamic": dynamic,
-                "device": device,
-                "megacache_file": os.path.join(rendezvous, "mega.bin") if megacache else None,
-            }
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, os.path.abspath(__file__), json.dumps(config)],
-                    env=rank_env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
+            configs.append(
+                {
+                    "scenario": scenario,
+                    "rank": rank,
+                    "world": world,
+                    "init_method": f"file://{rendezvous}/store",
+                    "replicate_rank": replicate_rank,
+                    "fix": fix,
+                    "dynamic": dynamic,
+                    "device": device,
+                    "megacache_file": os.path.join(rendezvous, "mega.bin") if megacache else None,
+                }
             )
-        outputs = []
-        deadline = time.monotonic() + timeout
-        for proc in procs:
-            try:
-                stdout, stderr = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                for other in procs:
-                    other.kill()
-                raise
-            outputs.append((proc.returncode, stdout, stderr))
-        reports = []
-        for rank, (code, stdout, _stderr) in enumerate(outputs):
-            lines = [line for line in stdout.splitlines() if line.startswith("{")]
-            if code != 0 or not lines:
-                dump = "\n".join(f"--- rank {r} exit {c}\n{o}\n{e[-3000:]}" for r, (c, o, e) in enumerate(outputs))
-                raise RuntimeError(f"rank {rank} of the {scenario!r} job failed:\n{dump}")
-            reports.append(json.loads(lines[-1]))
-        return sorted(reports, key=lambda r: r["rank"])
+            envs.append(rank_env)
+        return launch_ranks(os.path.abspath(__file__), configs, envs, f"{scenario!r} job", timeout)
     finally:
         if owned is not None:
             owned.cleanup()
         import shutil
 
         shutil.rmtree(rendezvous, ignore_errors=True)
+
+
+def launch_ranks(
+    script: str, configs: list[dict[str, Any]], envs: list[dict[str, str]], what: str, timeout: float
+) -> list[dict[str, Any]]:
+    """Start ``python script CONFIG`` once per rank (config and environment each), wait for all of
+    them, and return each rank's last JSON line, by rank. Raises ``RuntimeError`` with every rank's
+    output when a rank exits non-zero or prints no report; kills the others on a timeout."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, script, json.dumps(config)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for config, env in zip(configs, envs)
+    ]
+    outputs = []
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            stdout, stderr = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            raise
+        outputs.append((proc.returncode, stdout, stderr))
+    reports = []
+    for rank, (code, stdout, _stderr) in enumerate(outputs):
+        lines = [line for line in stdout.splitlines() if line.startswith("{")]
+        if code != 0 or not lines:
+            dump = "\n".join(f"--- rank {r} exit {c}\n{o}\n{e[-3000:]}" for r, (c, o, e) in enumerate(outputs))
+            raise RuntimeError(f"rank {rank} of the {what} failed:\n{dump}")
+        reports.append(json.loads(lines[-1]))
+    return sorted(reports, key=lambda r: r["rank"])
 
 
 def main(argv: list[str]) -> int:

@@ -38,6 +38,8 @@ import tempfile
 import time
 from typing import Any, Mapping
 
+from _multirank import launch_ranks
+
 STEPS = 3
 _COUNTERS = (
     ("aot_autograd", "autograd_cache_hit"),
@@ -226,43 +228,14 @@ def run_redis_job(
     )
     base.update(env or {})
     try:
-        procs = []
-        for rank in range(world):
-            config = {
-                "scenario": scenario,
-                "rank": rank,
-                "world": world,
-                "fix": fix,
-                "init_method": f"file://{scratch}/store",
-            }
-            rank_env = {**base, "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, f"inductor-rank{rank}")}
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, os.path.abspath(__file__), json.dumps(config)],
-                    env=rank_env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        outputs = []
-        deadline = time.monotonic() + timeout
-        for proc in procs:
-            try:
-                stdout, stderr = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                for other in procs:
-                    other.kill()
-                raise
-            outputs.append((proc.returncode, stdout, stderr))
-        reports = []
-        for rank, (code, stdout, _stderr) in enumerate(outputs):
-            lines = [line for line in stdout.splitlines() if line.startswith("{")]
-            if code != 0 or not lines:
-                dump = "\n".join(f"--- rank {r} exit {c}\n{o}\n{e[-3000:]}" for r, (c, o, e) in enumerate(outputs))
-                raise RuntimeError(f"rank {rank} of the {scenario!r} job failed:\n{dump}")
-            reports.append(json.loads(lines[-1]))
-        return sorted(reports, key=lambda r: r["rank"])
+        configs = [
+            {"scenario": scenario, "rank": rank, "world": world, "fix": fix, "init_method": f"file://{scratch}/store"}
+            for rank in range(world)
+        ]
+        envs = [
+            {**base, "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, f"inductor-rank{rank}")} for rank in range(world)
+        ]
+        return launch_ranks(os.path.abspath(__file__), configs, envs, f"{scenario!r} job", timeout)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
