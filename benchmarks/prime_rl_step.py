@@ -163,6 +163,18 @@ def applied_fixes() -> list[str]:
     return [r.id for r in torchfix_core.status() if r.state == "applied"]
 
 
+def timed_steps(step: Any, sync: Any, seq: int, n: int) -> list[float]:
+    """Seconds of each of ``n`` fixed-shape steps at sequence length ``seq``, the device's work
+    included (``sync()`` before the clock stops)."""
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        step(seq, False)
+        sync()
+        times.append(time.perf_counter() - t)
+    return times
+
+
 def child_steady(args: argparse.Namespace) -> dict[str, Any]:
     env = build(args)
     step, sync, torch = env["step"], env["sync"], env["torch"]
@@ -173,12 +185,7 @@ def child_steady(args: argparse.Namespace) -> dict[str, Any]:
     warm = time.perf_counter() - t0
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(args.steps):
-        t = time.perf_counter()
-        step(args.seq, False)
-        sync()
-        times.append(time.perf_counter() - t)
+    times = timed_steps(step, sync, args.seq, args.steps)
     out = {
         "median_ms": statistics.median(times) * 1e3,
         "warmup_s": warm,
@@ -200,13 +207,7 @@ def in_process(args: argparse.Namespace, step: Any, sync: Any) -> dict[str, Any]
         order = ("on", "off") if i % 2 == 0 else ("off", "on")
         for key in order:
             (torchfix_core.apply if key == "on" else torchfix_core.revert)()
-            times = []
-            for _ in range(args.block_steps):
-                t = time.perf_counter()
-                step(args.seq, False)
-                sync()
-                times.append(time.perf_counter() - t)
-            samples[key].append(statistics.median(times) * 1e3)
+            samples[key].append(statistics.median(timed_steps(step, sync, args.seq, args.block_steps)) * 1e3)
     torchfix_core.apply()
     ratios = [a / b for a, b in zip(samples["on"], samples["off"])]
     return {

@@ -42,6 +42,7 @@ LAYOUTS = (
 def child(layout: str, device: str, steps: int, width: int, seq: int) -> dict[str, Any]:
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import torch
+    from _mlp_block import MLPBlock
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
     from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
@@ -57,17 +58,7 @@ def child(layout: str, device: str, steps: int, width: int, seq: int) -> dict[st
 
     sac = functools.partial(create_selective_checkpoint_contexts, policy)
 
-    class Block(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.norm = torch.nn.LayerNorm(d)
-            self.up = torch.nn.Linear(d, 4 * d)
-            self.down = torch.nn.Linear(4 * d, d)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
-
-    block = Block().to(device)
+    block = MLPBlock(d).to(device)
     if layout == LAYOUTS[0]:
         model: Any = torch.compile(checkpoint_wrapper(block, context_fn=sac))
     elif layout == LAYOUTS[1]:

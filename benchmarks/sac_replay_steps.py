@@ -27,13 +27,13 @@ plain call.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from typing import Any
 
@@ -45,6 +45,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import torch._dynamo
     import torchfix_core
+    from _mlp_block import MLPBlock
     from torch._dynamo.utils import counters
     from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
@@ -54,18 +55,14 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     torch.manual_seed(0)
     d = args.width
 
-    class Block(torch.nn.Module):
+    class Block(MLPBlock):
         def __init__(self) -> None:
-            super().__init__()
-            self.norm = torch.nn.LayerNorm(d)
-            self.up = torch.nn.Linear(d, 4 * d)
-            self.down = torch.nn.Linear(4 * d, d)
+            super().__init__(d)
             self.training_phase = 0  # flipped between forward and backward (emulated guard miss)
 
-        def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:
-            h = self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+        def forward(self, x: torch.Tensor, n: int) -> torch.Tensor:  # type: ignore[override]
             scale = 1.0 if self.training_phase == 0 else 1.0  # same math either way
-            return x + h[:, :n] * scale
+            return x + self.mlp(x)[:, :n] * scale
 
     block = Block().to(dev)
     compiled = torch.compile(block, dynamic=False)
@@ -82,22 +79,13 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         return int((counters.get("frames") or {}).get("total", 0)), int(hits)
 
     def backward(loss: torch.Tensor) -> None:
+        """CUDA: a plain call (the engine's worker thread runs the recompute); CPU: on a fresh thread,
+        the stand-in for it (``result()`` raises here what ``backward()`` raised there)."""
         if dev == "cuda":
             loss.backward()
             return
-        box: dict[str, BaseException] = {}
-
-        def target() -> None:
-            try:
-                loss.backward()
-            except BaseException as exc:  # noqa: BLE001
-                box["exc"] = exc
-
-        t = threading.Thread(target=target)
-        t.start()
-        t.join()
-        if "exc" in box:
-            raise box["exc"]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(loss.backward).result()
 
     rows: list[dict[str, Any]] = []
     error = None

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -18,6 +19,29 @@ KNOWN_STATES = {"applied", "pending", "not-needed", "out-of-range", "disabled", 
 
 def last_json(proc) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def torchrun_two_ranks(
+    python: Callable[..., Any],
+    tmp_path: Path,
+    job: str,
+    *,
+    port_base: int,
+    launcher: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> Path:
+    """Run the script ``job`` on two local ranks with ``torch.distributed.run`` (behind the interpreter
+    arguments ``launcher``, if any) and return the directory its ranks write to, ``OUT`` in the job.
+    The rendezvous port is ``port_base`` plus this process's id modulo 1000 (concurrent test runs
+    seldom collide)."""
+    out = tmp_path / "ranks"
+    out.mkdir()
+    script = tmp_path / "job.py"
+    script.write_text(f"OUT = {str(out)!r}\n" + job)
+    port = str(port_base + os.getpid() % 1000)
+    torchrun = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port, str(script)]
+    python("", args=[*(launcher or []), *torchrun], env=env)
+    return out
 
 
 def test_eight_threads_apply_and_revert_concurrently(python) -> None:
@@ -136,10 +160,7 @@ def test_spawned_workers_are_activated(python, tmp_path: Path) -> None:
 
 
 def test_torchrun_two_ranks_gloo_every_rank_activated(python, tmp_path: Path) -> None:
-    script = tmp_path / "ddp_job.py"
-    out = tmp_path / "ranks"
-    out.mkdir()
-    script.write_text(
+    job = (
         "import json, os, torch, torch.distributed as dist\n"
         "import torchfix_core; from torchfix_core import _registry, status\n"
         "dist.init_process_group('gloo')\n"
@@ -149,21 +170,10 @@ def test_torchrun_two_ranks_gloo_every_rank_activated(python, tmp_path: Path) ->
         "        'states': {r.id: r.state for r in status()}}\n"
         "gathered = [None] * dist.get_world_size()\n"
         "dist.all_gather_object(gathered, mine)\n"
-        f"open(os.path.join({str(out)!r}, f'rank{{dist.get_rank()}}.json'), 'w').write(json.dumps(gathered))\n"
+        "open(os.path.join(OUT, f'rank{dist.get_rank()}.json'), 'w').write(json.dumps(gathered))\n"
         "dist.destroy_process_group()\n"
     )
-    python(
-        "",
-        args=[
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            "2",
-            "--master_port",
-            str(29500 + os.getpid() % 1000),
-            str(script),
-        ],
-    )
+    out = torchrun_two_ranks(python, tmp_path, job, port_base=29500)
     gathered = json.loads((out / "rank0.json").read_text())
     assert [g["rank"] for g in gathered] == [0, 1]
     assert all(g["sum"] == 3.0 and g["activation"] == "torch.backends" for g in gathered)
@@ -171,28 +181,11 @@ def test_torchrun_two_ranks_gloo_every_rank_activated(python, tmp_path: Path) ->
 
 
 def test_torch_autoload_off_launcher_activates_every_torchrun_rank(python, tmp_path: Path) -> None:
-    script = tmp_path / "job.py"
-    out = tmp_path / "r"
-    out.mkdir()
-    script.write_text(
+    job = (
         "import os, torch\nimport torchfix_core; from torchfix_core import _registry\n"
-        f"open(os.path.join({str(out)!r}, os.environ['RANK']), 'w').write(torchfix_core.activation().source)\n"
+        "open(os.path.join(OUT, os.environ['RANK']), 'w').write(torchfix_core.activation().source)\n"
     )
-    python(
-        "",
-        args=[
-            "-m",
-            "torchfix_core._launcher",
-            "--",
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            "2",
-            "--master_port",
-            str(30500 + os.getpid() % 1000),
-            str(script),
-        ],
-        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
-    )
+    launcher = ["-m", "torchfix_core._launcher", "--", sys.executable]
+    env = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    out = torchrun_two_ranks(python, tmp_path, job, port_base=30500, launcher=launcher, env=env)
     assert sorted(p.read_text() for p in out.iterdir()) == ["torchfix-run", "torchfix-run"]

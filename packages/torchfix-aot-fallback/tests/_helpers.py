@@ -76,3 +76,9 @@ def plain(x):
 
 def write_models(tmp_path: Any, extra: str = "") -> None:
     (tmp_path / "aotfb_models.py").write_text(MODELS + extra)
+
+
+def run_with_models(code: str, tmp_path: Any, **kwargs: Any) -> dict[str, Any]:
+    """:func:`write_models` into ``tmp_path``, then :func:`run` ``code`` there (same keywords)."""
+    write_models(tmp_path)
+    return run(code, tmp_path, **kwargs)

@@ -4,7 +4,7 @@ that are not "AOT unsupported" propagate unchanged on both the AOT and the JIT p
 from __future__ import annotations
 
 import pytest
-from _helpers import IN_RANGE, run, write_models
+from _helpers import IN_RANGE, run_with_models
 
 pytestmark = pytest.mark.skipif(not IN_RANGE, reason="torch outside the validated range (see test_versions.py)")
 
@@ -24,15 +24,13 @@ else:
 
 
 def test_graph_break_aot_compile_fails_without_fix(tmp_path):
-    write_models(tmp_path)
-    r = run(GRAPH_BREAK_AOT, tmp_path, disable=True)
+    r = run_with_models(GRAPH_BREAK_AOT, tmp_path, disable=True)
     assert r["raised"] == "Unsupported", r
     assert "graph_break" in r["msg"]
 
 
 def test_graph_break_aot_compile_passes_with_fix(tmp_path):
-    write_models(tmp_path)
-    r = run(GRAPH_BREAK_AOT, tmp_path)
+    r = run_with_models(GRAPH_BREAK_AOT, tmp_path)
     assert r["raised"] is None, r
     assert r["type"] == "JITFallback" and r["match"] is True
     assert r["records"] == ["compile"]
@@ -60,13 +58,11 @@ else:
 
 
 def test_direct_aot_compile_fullgraph_fails_without_fix(tmp_path):
-    write_models(tmp_path)
-    assert run(DIRECT, tmp_path, disable=True)["raised"] == "Unsupported"
+    assert run_with_models(DIRECT, tmp_path, disable=True)["raised"] == "Unsupported"
 
 
 def test_direct_aot_compile_fullgraph_passes_with_fix(tmp_path):
-    write_models(tmp_path)
-    r = run(DIRECT, tmp_path)
+    r = run_with_models(DIRECT, tmp_path)
     assert r["raised"] is None and r["match"] is True, r
 
 
@@ -110,8 +106,7 @@ emit(out=out, records=len(api.fallbacks()), state=fix_state()[0])
 @pytest.mark.parametrize("disable", [True, False], ids=["without_fix", "with_fix"])
 def test_assertion_oom_keyboardinterrupt_and_user_errors_propagate(tmp_path, disable):
     """Same exception types with and without the fix: nothing is converted into a fallback."""
-    write_models(tmp_path)
-    r = run(PROPAGATION, tmp_path, disable=disable)
+    r = run_with_models(PROPAGATION, tmp_path, disable=disable)
     out = r["out"]
     assert out["assert-aot"] == "AssertionError"
     assert out["assert-jit"] == "BackendCompilerFailed/AssertionError"
@@ -141,11 +136,10 @@ except Exception as e:
 
 @pytest.mark.parametrize("how", ["env", "api", "torch_strict_precompile"])
 def test_strict_mode_propagates_original_error(tmp_path, how):
-    write_models(tmp_path)
     env = {
         "env": {"TORCHFIX_AOT_FALLBACK_STRICT": "1"},
         "api": {"USE_API": "1"},
         "torch_strict_precompile": {"TORCH_STRICT_PRECOMPILE": "1"},
     }[how]
-    r = run(STRICT, tmp_path, env=env)
+    r = run_with_models(STRICT, tmp_path, env=env)
     assert r["raised"] == "Unsupported" and r["records"] == 0 and r["strict"] is True, r

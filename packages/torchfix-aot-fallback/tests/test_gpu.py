@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _helpers import IN_RANGE, run, write_models
+from _helpers import IN_RANGE, run_with_models
 
 pytestmark = [
     pytest.mark.gpu,
@@ -37,8 +37,7 @@ emit(out=out, records=len(api.fallbacks()), state=fix_state()[0])
 
 
 def test_real_cuda_oom_in_backend_propagates_with_fix(tmp_path):
-    write_models(tmp_path)
-    r = run(REAL_OOM, tmp_path)
+    r = run_with_models(REAL_OOM, tmp_path)
     assert r["state"] == "applied", r
     assert r["out"]["aot"] == "OutOfMemoryError", r
     assert r["out"]["jit"] == "BackendCompilerFailed/OutOfMemoryError", r
@@ -57,11 +56,9 @@ except Exception as e:
 
 
 def test_cuda_graph_break_aot_compile_fails_without_fix(tmp_path):
-    write_models(tmp_path)
-    assert run(CUDA_GRAPH_BREAK, tmp_path, disable=True)["raised"] == "Unsupported"
+    assert run_with_models(CUDA_GRAPH_BREAK, tmp_path, disable=True)["raised"] == "Unsupported"
 
 
 def test_cuda_graph_break_aot_compile_passes_with_fix(tmp_path):
-    write_models(tmp_path)
-    r = run(CUDA_GRAPH_BREAK, tmp_path)
+    r = run_with_models(CUDA_GRAPH_BREAK, tmp_path)
     assert r["raised"] is None and r["type"] == "JITFallback" and r["match"] is True, r

@@ -7,8 +7,18 @@ import json
 import os
 import subprocess
 import sys
+from typing import Callable
+
+import pytest
 
 TORCH_MODULES = "print(json.dumps(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))))"
+
+
+@pytest.fixture
+def last_line(run_py) -> Callable[..., str]:
+    """Run a snippet as ``run_py`` does (same keywords); the last line it printed, where each
+    snippet prints its result."""
+    return lambda code, **kwargs: run_py(code, **kwargs).stdout.strip().splitlines()[-1]
 
 
 def states(report: dict) -> dict[str, str]:
@@ -33,22 +43,20 @@ def test_import_torch_activates_without_importing_any_extra_torch_module(run_py)
     assert state["demo-dynamo"] == "pending"  # waits for torch._dynamo
 
 
-def test_acceptance_one_liner_prints_false(run_py) -> None:
-    proc = run_py(
-        "import torch, sys; print(any(m.startswith(('torch._dynamo','torch._inductor')) for m in sys.modules))"
-    )
-    assert proc.stdout.strip().splitlines()[-1] == "False"
+def test_acceptance_one_liner_prints_false(last_line) -> None:
+    one_liner = "import torch, sys; print(any(m.startswith(('torch._dynamo','torch._inductor')) for m in sys.modules))"
+    assert last_line(one_liner) == "False"
 
 
-def test_pending_fix_applies_when_its_trigger_is_imported(run_py) -> None:
-    proc = run_py(
+def test_pending_fix_applies_when_its_trigger_is_imported(last_line) -> None:
+    printed = last_line(
         "import torch, torch._dynamo, json\n"
         "from torchfix_demo_dynamo.patch import CALLS\n"
         "torch._dynamo.reset()\n"
         "rows = {r.id: r for r in __import__('torchfix_core').status()}\n"
         "print(json.dumps([rows['demo-dynamo'].state, rows['demo-dynamo'].reason, CALLS['reset']]))\n"
     )
-    state, reason, calls = json.loads(proc.stdout.strip().splitlines()[-1])
+    state, reason, calls = json.loads(printed)
     assert state == "applied" and calls == 1
     assert reason.endswith("; torch._dynamo.reset called 1 time(s)")  # Fix.runtime_note
 
@@ -88,10 +96,10 @@ def test_disable_env_shows_disabled_with_reason(run_py, doctor_json) -> None:
     assert row["state"] == "disabled" and "TORCHFIX_DISABLE" in row["reason"]
 
 
-def test_torch_autoload_off_then_auto_module_activates(run_py, doctor_json) -> None:
+def test_torch_autoload_off_then_auto_module_activates(last_line, doctor_json) -> None:
     off = doctor_json(env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     assert off["activation"]["source"] == "off" and "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in off["activation"]["detail"]
-    proc = run_py(
+    printed = last_line(
         "import torchfix_core.auto, sys\n"
         "assert 'torch' not in sys.modules\n"
         "import torch, json\n"
@@ -99,17 +107,17 @@ def test_torch_autoload_off_then_auto_module_activates(run_py, doctor_json) -> N
         "print(json.dumps([torchfix_core.activation().source, {r.id: r.state for r in status()}]))\n",
         env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
     )
-    source, state = json.loads(proc.stdout.strip().splitlines()[-1])
+    source, state = json.loads(printed)
     assert source == "torchfix_core.auto" and state["demo-checkpoint"] == "applied"
 
 
-def test_auto_module_after_torch_activates_at_once(run_py) -> None:
-    proc = run_py(
+def test_auto_module_after_torch_activates_at_once(last_line) -> None:
+    printed = last_line(
         "import torch, json\nimport torchfix_core.auto\nimport torchfix_core; from torchfix_core import _registry\n"
         "print(torchfix_core.activation().source)\n",
         env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
     )
-    assert proc.stdout.strip().splitlines()[-1] == "torchfix_core.auto"
+    assert printed == "torchfix_core.auto"
 
 
 def test_launcher_activates_in_child_processes() -> None:
@@ -139,9 +147,9 @@ def test_launcher_usage_and_missing_command() -> None:
     assert main(["--", "/definitely/not/a/command"]) == 127
 
 
-def test_reentrant_import_of_torch_inside_activation_is_harmless(run_py) -> None:
+def test_reentrant_import_of_torch_inside_activation_is_harmless(last_line) -> None:
     # a fix whose probe imports torch again while activation runs: activation must not recurse
-    proc = run_py(
+    printed = last_line(
         "import torchfix_core\n"
         "import torchfix_core; from torchfix_core import _registry\n"
         "calls = []\n"
@@ -155,7 +163,7 @@ def test_reentrant_import_of_torch_inside_activation_is_harmless(run_py) -> None
         "import torch\n"
         "print(calls, torchfix_core.activation().source)\n"
     )
-    assert proc.stdout.strip().splitlines()[-1] == "['torch.backends'] torch.backends"
+    assert printed == "['torch.backends'] torch.backends"
 
 
 def test_strict_mode_and_api_errors(run_py) -> None:
@@ -166,7 +174,7 @@ def test_strict_mode_and_api_errors(run_py) -> None:
     assert "ERR unknown fix id(s) ['nope']" in proc.stdout
 
 
-def test_a_new_fix_needs_no_change_to_the_core(run_py) -> None:
+def test_a_new_fix_needs_no_change_to_the_core(last_line) -> None:
     """What adding a fix takes, shown by the test-tree fixtures alone (the core names none of them):
     its own switch is validated (declared in its FixSpec), and a family it declares lists an absent
     member as not-installed."""
@@ -176,10 +184,8 @@ def test_a_new_fix_needs_no_change_to_the_core(run_py) -> None:
         "rows = {r.id: r.state for r in torchfix_core.status()}\n"
         "print(json.dumps([rows, _registry.settings().problems]))\n"
     )
-    rows, problems = json.loads(run_py(code).stdout.strip().splitlines()[-1])
+    rows, problems = json.loads(last_line(code))
     assert rows["demo-absent"] == "not-installed" and rows["demo-checkpoint"] == "applied", rows
     assert problems == []
-    rows, problems = json.loads(
-        run_py(code, env={"TORCHFIX_DEMO_CHECKPOINT_VERBOSE": "loud"}).stdout.strip().splitlines()[-1]
-    )
+    rows, problems = json.loads(last_line(code, env={"TORCHFIX_DEMO_CHECKPOINT_VERBOSE": "loud"}))
     assert len(problems) == 1 and "TORCHFIX_DEMO_CHECKPOINT_VERBOSE='loud' is not a boolean" in problems[0]

@@ -44,17 +44,34 @@ _COUNTERS = (
 )
 
 
-def _counter_snapshot() -> dict[str, int]:
+def counter_snapshot() -> dict[str, int]:
+    """The AOTAutograd / FX graph cache counters of this process (``torch._dynamo.utils.counters``)."""
     from torch._dynamo.utils import counters
 
     return {name: int(counters[group][name]) for group, name in _COUNTERS}
+
+
+def counters_since(before: Mapping[str, int]) -> dict[str, int]:
+    """What each cache counter of :func:`counter_snapshot` gained since ``before``."""
+    after = counter_snapshot()
+    return {k: after[k] - before[k] for k in after}
+
+
+def placement_cache_state() -> str | None:
+    """The placement-cache fix's state in this process (None: torchfix is not installed)."""
+    try:
+        import torchfix_core
+
+        return next((r.state for r in torchfix_core.status() if r.id == "placement-cache"), None)
+    except ImportError:
+        return None
 
 
 def _compile_and_run(fn: Any, arg: Any, reference: Any, dynamic: bool | None = None) -> dict[str, Any]:
     """First call of a fresh ``torch.compile(fn)``: counters delta, time, correctness."""
     import torch
 
-    before = _counter_snapshot()
+    before = counter_snapshot()
     compiled = torch.compile(fn, dynamic=dynamic)
     start = time.perf_counter()
     out: dict[str, Any] = {"ok": False, "error": None}
@@ -68,8 +85,7 @@ def _compile_and_run(fn: Any, arg: Any, reference: Any, dynamic: bool | None = N
     except Exception as exc:  # noqa: BLE001 - the harness reports whatever the compiled code raised
         out["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
     out["compile_s"] = round(time.perf_counter() - start, 4)
-    after = _counter_snapshot()
-    out["counters"] = {k: after[k] - before[k] for k in after}
+    out["counters"] = counters_since(before)
     return out
 
 
@@ -78,7 +94,8 @@ def uneven_rows(world: int) -> int:
     return 10 if world == 4 else 2 * world - 1
 
 
-def _double_plus_one(x: Any) -> Any:
+def double_plus_one(x: Any) -> Any:
+    """The compiled function of the ``uneven`` and ``even`` scenarios (and of the Redis job)."""
     return x * 2 + 1
 
 
@@ -105,12 +122,7 @@ def _worker(config: Mapping[str, Any]) -> dict[str, Any]:
         mesh = init_device_mesh(device, (world,))
         scenario = config["scenario"]
         report: dict[str, Any] = {"rank": rank, "scenario": scenario, "torch": torch.__version__}
-        try:
-            import torchfix_core
-
-            report["fix_state"] = next((r.state for r in torchfix_core.status() if r.id == "placement-cache"), None)
-        except ImportError:
-            report["fix_state"] = None
+        report["fix_state"] = placement_cache_state()
 
         if scenario == "redistribute":
             full = torch.arange(4 * world * 8, dtype=torch.float32, device=device).reshape(4 * world, 8)
@@ -122,7 +134,7 @@ def _worker(config: Mapping[str, Any]) -> dict[str, Any]:
             full = torch.arange(rows_global * 8, dtype=torch.float32, device=device).reshape(rows_global, 8)
             local = full.chunk(world, dim=0)[rank].contiguous()
             arg = DTensor.from_local(local, mesh, [Shard(0)], run_check=False, shape=full.shape, stride=full.stride())
-            fn = _double_plus_one
+            fn = double_plus_one
             reference = local * 2 + 1
         report["local_shape"] = list(arg.to_local().shape)
 

@@ -38,16 +38,16 @@ import tempfile
 import time
 from typing import Any, Mapping
 
-from _multirank import launch_ranks
+from _multirank import (
+    counter_snapshot,
+    counters_since,
+    double_plus_one,
+    launch_ranks,
+    placement_cache_state,
+    uneven_rows,
+)
 
 STEPS = 3
-_COUNTERS = (
-    ("aot_autograd", "autograd_cache_hit"),
-    ("aot_autograd", "autograd_cache_miss"),
-    ("aot_autograd", "autograd_cache_bypass"),
-    ("inductor", "fxgraph_cache_hit"),
-    ("inductor", "fxgraph_cache_miss"),
-)
 
 
 def free_port() -> int:
@@ -107,16 +107,6 @@ class RedisServer:
         self.stop()
 
 
-def _counter_snapshot() -> dict[str, int]:
-    from torch._dynamo.utils import counters
-
-    return {name: int(counters[group][name]) for group, name in _COUNTERS}
-
-
-def _double_plus_one(w: Any) -> Any:
-    return w * 2 + 1
-
-
 def _train(param: Any, fn: Any, steps: int) -> list[tuple[Any, Any, Any]]:
     """``steps`` SGD steps of ``loss = sum(fn(w).to_local() ** 2)``: (loss, output, grad) per step."""
     import torch
@@ -148,7 +138,7 @@ def _worker(config: Mapping[str, Any]) -> dict[str, Any]:
     dist.init_process_group("gloo", init_method=config["init_method"], rank=rank, world_size=world)
     try:
         mesh = init_device_mesh("cpu", (world,))
-        rows = (10 if world == 4 else 2 * world - 1) if config["scenario"] == "uneven" else 2 * world
+        rows = uneven_rows(world) if config["scenario"] == "uneven" else 2 * world
         full = torch.arange(rows * 8, dtype=torch.float32).reshape(rows, 8) / 8
         local = full.chunk(world, dim=0)[rank].contiguous()
 
@@ -160,20 +150,15 @@ def _worker(config: Mapping[str, Any]) -> dict[str, Any]:
 
         report: dict[str, Any] = {"rank": rank, "scenario": config["scenario"], "torch": torch.__version__}
         report["local_shape"] = list(local.shape)
-        try:
-            import torchfix_core
-
-            report["fix_state"] = next((r.state for r in torchfix_core.status() if r.id == "placement-cache"), None)
-        except ImportError:
-            report["fix_state"] = None
-        reference = _train(parameter(), _double_plus_one, STEPS)
+        report["fix_state"] = placement_cache_state()
+        reference = _train(parameter(), double_plus_one, STEPS)
 
         def compiled_steps() -> None:
-            before = _counter_snapshot()
+            before = counter_snapshot()
             start = time.perf_counter()
             report.update(ok=False, error=None)
             try:
-                got = _train(parameter(), torch.compile(_double_plus_one), STEPS)
+                got = _train(parameter(), torch.compile(double_plus_one), STEPS)
                 same = all(torch.equal(a, b) for g, r in zip(got, reference) for a, b in zip(g, r))
                 report["ok"] = same
                 report["losses"] = [float(g[0]) for g in got]
@@ -182,8 +167,7 @@ def _worker(config: Mapping[str, Any]) -> dict[str, Any]:
             except Exception as exc:  # noqa: BLE001 - the harness reports whatever the compiled step raised
                 report["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             report["compile_s"] = round(time.perf_counter() - start, 3)
-            after = _counter_snapshot()
-            report["counters"] = {k: after[k] - before[k] for k in after}
+            report["counters"] = counters_since(before)
 
         if rank == 0:
             compiled_steps()

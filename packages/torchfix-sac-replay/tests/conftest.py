@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -66,6 +66,19 @@ def bug_present() -> bool:
     from torchfix_sac_replay import probes
 
     return probes.dynamo_config_is_context_local()
+
+
+@pytest.fixture
+def fix_on(bug_present: bool) -> Iterator[None]:
+    """sac-replay applied in this process (through the API); skips where torch's compiler config is
+    process-global (nothing to carry: the fix is not applied there)."""
+    if not bug_present:
+        pytest.skip("config is process-global on this torch: the fix is not applied")
+    import torchfix_core
+
+    torchfix_core.apply(only=["sac-replay"])
+    assert next(r.state for r in torchfix_core.status() if r.id == "sac-replay") == "applied"
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Reproduction scenarios, each run in a fresh interpreter by the tests, the demo and the GPU tests.
+"""Reproduction scenarios, each run in a fresh interpreter by the tests, the demo and the GPU tests
+(the in-process tests import :func:`on_thread` from here).
 
     python sac_scenarios.py SCENARIO [--device cpu|cuda] [--wrapper] [--limit N] [--same-thread]
                                      [--inductor-warmup]
@@ -27,13 +28,15 @@ import os
 import sys
 import threading
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts  # noqa: E402
+
+T = TypeVar("T")
 
 
 def fix_state() -> str:
@@ -45,27 +48,41 @@ def fix_state() -> str:
         return "absent"
 
 
-def run_backward(loss: torch.Tensor, same_thread: bool, device: str) -> tuple[BaseException | None, str]:
-    """Backward on the main thread, or where the recompute runs off the forward thread: a Python
-    thread on CPU (stand-in for the worker), the engine's own worker for CUDA tensors."""
-    seen: dict[str, Any] = {}
-    if same_thread or device == "cuda":
-        try:
-            loss.backward()
-        except BaseException as exc:  # noqa: BLE001
-            return exc, threading.current_thread().name
-        return None, threading.current_thread().name
+def on_thread(fn: Callable[[], T], name: str) -> T:
+    """``fn()`` on a new thread named ``name``, joined: its result, or its exception raised here.
+
+    The CPU stand-in for the autograd engine's worker thread (on CPU, ``backward()`` runs the
+    recompute on the calling thread); shared with the in-process tests."""
+    box: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            loss.backward()
-        except BaseException as exc:  # noqa: BLE001
-            seen["exc"] = exc
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - raised again on the calling thread
+            box["exc"] = exc
 
-    t = threading.Thread(target=target, name="backward-thread")
+    t = threading.Thread(target=target, name=name)
     t.start()
     t.join()
-    return seen.get("exc"), t.name
+    if "exc" in box:
+        raise box["exc"]
+    return box["value"]
+
+
+def run_backward(loss: torch.Tensor, same_thread: bool, device: str) -> tuple[BaseException | None, str]:
+    """Backward on the main thread, or where the recompute runs off the forward thread: a Python
+    thread on CPU (stand-in for the worker), the engine's own worker for CUDA tensors. Returns the
+    error (None when it passed) and the name of the thread that called ``backward()``."""
+    here = same_thread or device == "cuda"
+    name = threading.current_thread().name if here else "backward-thread"
+    try:
+        if here:
+            loss.backward()
+        else:
+            on_thread(loss.backward, name)
+    except BaseException as exc:  # noqa: BLE001 - reported in the scenario's JSON line
+        return exc, name
+    return None, name
 
 
 def error_fields(exc: BaseException | None) -> dict[str, Any]:

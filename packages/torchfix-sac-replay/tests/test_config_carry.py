@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch._dynamo
 import torchfix_core
+from sac_scenarios import on_thread
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 from torch.utils.checkpoint import _CheckpointFrame, checkpoint, create_selective_checkpoint_contexts
 from torchfix_sac_replay.carry import ForwardContextRecompute
@@ -32,23 +33,6 @@ def _forward_config(limit: int = 64) -> Iterator[None]:
     with torch._dynamo.config.patch(recompile_limit=limit, capture_scalar_outputs=True):
         with torch.compiler.config.patch(dynamic_sources="L['n']"):
             yield
-
-
-def _in_thread(fn: Callable[[], Any]) -> Any:
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001
-            box["exc"] = exc
-
-    t = threading.Thread(target=target)
-    t.start()
-    t.join()
-    if "exc" in box:
-        raise box["exc"]
-    return box.get("value")
 
 
 def _checkpointed(layout: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -73,18 +57,9 @@ def _record_config_in_recompute(layout: str) -> tuple[dict[str, Any], dict[str, 
     with _forward_config():
         out = _checkpointed(layout, fn)(x)
     with _forward_config():  # the forward thread keeps its settings; the recompute runs elsewhere
-        _in_thread(lambda: out.sum().backward())
+        on_thread(lambda: out.sum().backward(), "backward")
     assert len(seen) == 2, seen
     return seen[0], seen[1]
-
-
-@pytest.fixture
-def fix_on(bug_present: bool) -> Iterator[None]:
-    if not bug_present:
-        pytest.skip("config is process-global on this torch: nothing to carry")
-    torchfix_core.apply(only=["sac-replay"])
-    assert next(r.state for r in torchfix_core.status() if r.id == "sac-replay") == "applied"
-    yield
 
 
 @pytest.fixture
@@ -164,7 +139,7 @@ def test_eight_threads_run_independent_checkpointed_steps_with_fix(fix_on: None)
                 x = torch.randn(4, 16, generator=gen, requires_grad=True)
                 w = w0.clone().requires_grad_()
                 out = checkpoint(region, x, w, use_reentrant=False, context_fn=sac)
-                _in_thread(lambda: out.sum().backward())  # noqa: B023 - joined right here
+                on_thread(lambda: out.sum().backward(), "backward")  # noqa: B023 - joined right here
                 xr, wr = x.detach().clone().requires_grad_(), w0.clone().requires_grad_()
                 math(xr, wr).sum().backward()
                 same = torch.allclose(x.grad, xr.grad, atol=1e-5) and torch.allclose(w.grad, wr.grad, atol=1e-5)

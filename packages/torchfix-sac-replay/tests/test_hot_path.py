@@ -13,67 +13,49 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.utils
-import torchfix_core
+from sac_scenarios import on_thread
 from torch.utils.checkpoint import _CheckpointFrame, checkpoint
 from torchfix_sac_replay import explain
 from torchfix_sac_replay.carry import ForwardContextRecompute
 
 REASONS = 10_000
+C = TypeVar("C", bound=type)
 
 
+def _counting_walks(*names: str) -> Callable[[C], C]:
+    """Class decorator: each of the base mapping's methods ``names`` adds one to
+    ``WalkCounting.walks``, then does what the base does."""
+
+    def decorate(cls: C) -> C:
+        base = cls.__mro__[1]
+        for name in names:
+
+            def walk(self: Any, *args: Any, _base: Callable[..., Any] = getattr(base, name)) -> Any:
+                WalkCounting.walks += 1
+                return _base(self, *args)
+
+            setattr(cls, name, walk)
+        return cls
+
+    return decorate
+
+
+@_counting_walks("__iter__", "items", "keys", "values", "copy", "__reduce__")
 class WalkCounting(collections.Counter):  # type: ignore[type-arg]
     """A ``Counter`` that counts every walk over its entries (single-key reads are not walks)."""
 
     walks = 0
 
-    def _walked(self) -> None:
-        type(self).walks += 1
 
-    def __iter__(self) -> Iterator[Any]:
-        self._walked()
-        return super().__iter__()
-
-    def items(self) -> Any:
-        self._walked()
-        return super().items()
-
-    def keys(self) -> Any:
-        self._walked()
-        return super().keys()
-
-    def values(self) -> Any:
-        self._walked()
-        return super().values()
-
-    def copy(self) -> Any:
-        self._walked()
-        return super().copy()
-
-    def __reduce__(self) -> Any:
-        self._walked()
-        return super().__reduce__()
-
-
+@_counting_walks("__iter__", "items", "values")
 class CategoryWalkCounting(collections.defaultdict):  # type: ignore[type-arg]
     """``counters`` itself (category -> Counter), counting walks over the categories."""
-
-    def __iter__(self) -> Iterator[Any]:
-        WalkCounting.walks += 1
-        return super().__iter__()
-
-    def items(self) -> Any:
-        WalkCounting.walks += 1
-        return super().items()
-
-    def values(self) -> Any:
-        WalkCounting.walks += 1
-        return super().values()
 
 
 @pytest.fixture
@@ -91,15 +73,6 @@ def counting_counters(monkeypatch: pytest.MonkeyPatch) -> Iterator[WalkCounting]
     monkeypatch.setattr(torch._dynamo.utils, "counters", replaced)
     WalkCounting.walks = 0
     yield unimplemented
-
-
-@pytest.fixture
-def fix_on(bug_present: bool) -> Iterator[None]:
-    if not bug_present:
-        pytest.skip("the fix is not applied on this torch (process-global config)")
-    torchfix_core.apply(only=["sac-replay"])
-    assert next(r.state for r in torchfix_core.status() if r.id == "sac-replay") == "applied"
-    yield
 
 
 def _run_checkpoints(n: int, backward: Callable[[torch.Tensor], None]) -> tuple[int, int]:
@@ -124,27 +97,13 @@ def _run_checkpoints(n: int, backward: Callable[[torch.Tensor], None]) -> tuple[
     return calls["n"], wrapped["n"]
 
 
-def _on_worker(loss: torch.Tensor) -> None:
-    box: dict[str, BaseException] = {}
-
-    def target() -> None:
-        try:
-            loss.backward()
-        except BaseException as exc:  # noqa: BLE001
-            box["exc"] = exc
-
-    t = threading.Thread(target=target, name="worker")
-    t.start()
-    t.join()
-    if "exc" in box:
-        raise box["exc"]
-
-
 @pytest.mark.parametrize("thread", ["forward", "worker"])
 def test_checkpoint_frame_and_recompute_never_walk_dynamo_counters(
     thread: str, fix_on: None, counting_counters: WalkCounting
 ) -> None:
-    backward = _on_worker if thread == "worker" else (lambda loss: loss.backward())
+    backward = (
+        (lambda loss: on_thread(loss.backward, "worker")) if thread == "worker" else (lambda loss: loss.backward())
+    )
     calls, wrapped = _run_checkpoints(50, backward)
     assert wrapped == 50, "every frame should carry the forward's context"
     assert calls == 100, "each checkpoint should run once in the forward and once in the recompute"

@@ -12,7 +12,7 @@ import logging
 import threading
 import types
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from torchfix_aot_fallback import memo, policy
 
@@ -122,17 +122,12 @@ def make_jit(model: Any, backend: Any, dynamic: Any) -> Callable[..., Any]:
 _inside = threading.local()
 
 
-@contextlib.contextmanager
-def outer_policy() -> Iterator[None]:
+def outer_policy() -> contextlib.AbstractContextManager[None]:
     """Inside the block (this thread), the patched torch entry points run their AOT attempt plainly:
     a caller that applies the policy to a larger unit (a framework's compile state, e.g. the
-    ``magi-aot-fallback`` fix) decides once, and sees the original exception."""
-    previous = getattr(_inside, "active", False)
-    _inside.active = True
-    try:
-        yield
-    finally:
-        _inside.active = previous
+    ``magi-aot-fallback`` fix) decides once, and sees the original exception. :func:`run` itself
+    holds it around its attempt, so nested calls leave the decision to the outermost one."""
+    return policy.thread_setting(_inside, "active", True)
 
 
 def run(
@@ -175,16 +170,14 @@ def run(
                 f"{policy.MEMO_ENV}=0 disables it",
             )
             return JITFallback((jit or (lambda: make_jit(model, backend, dynamic)))(), rec)
-    _inside.active = True
     try:
-        return attempt()
+        with outer_policy():
+            return attempt()
     except Exception as exc:
         verdict = policy.classify(exc)
         if not verdict.fallback:
             raise
         cause = verdict.reason
-    finally:
-        _inside.active = False
     rec = FallbackRecord("compile", fname, cause, k)
     if k is not None:
         memo.record(k, cause, fname)

@@ -152,14 +152,21 @@ def set_strict(value: bool | None) -> None:
 
 
 @contextlib.contextmanager
-def strict(value: bool = True) -> Iterator[None]:
-    """Strict (or, with ``False``, permissive) for the current thread inside the ``with`` block."""
-    old = getattr(_local, "strict", None)
-    _local.strict = value
+def thread_setting(local: threading.local, name: str, value: object) -> Iterator[None]:
+    """``local.<name> = value`` for the current thread inside the ``with`` block, then back to what
+    it was (unset: None). The one form of this package's per-thread switches: :func:`strict` and
+    :func:`torchfix_aot_fallback.fallback.outer_policy`."""
+    old = getattr(local, name, None)
+    setattr(local, name, value)
     try:
         yield
     finally:
-        _local.strict = old
+        setattr(local, name, old)
+
+
+def strict(value: bool = True) -> contextlib.AbstractContextManager[None]:
+    """Strict (or, with ``False``, permissive) for the current thread inside the ``with`` block."""
+    return thread_setting(_local, "strict", value)
 
 
 def memo_enabled() -> bool:
