@@ -5,15 +5,9 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from torchfix_core.testing import status_without_library
+from torchfix_core.testing import assert_inert_without
 
 
 @pytest.mark.skipif(importlib.util.find_spec("magi_compiler") is not None, reason="magi_compiler is installed")
 def test_magi_aot_fallback_is_not_installed_and_inert_without_magi() -> None:
-    row = status_without_library("magi-aot-fallback", "magi_compiler")
-    assert row == {
-        "state": "not-installed",
-        "reason": "magi_compiler is not installed",
-        "implementation_loaded": False,
-        "library_loaded": False,
-    }, row
+    assert_inert_without("magi-aot-fallback", "magi_compiler")

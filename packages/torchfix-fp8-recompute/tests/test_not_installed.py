@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 from _fp8_helpers import TE_INSTALLED
-from torchfix_core.testing import status_without_library
+from torchfix_core.testing import assert_inert_without
 
 
 @pytest.mark.skipif(TE_INSTALLED, reason="TransformerEngine is installed in this environment")
 def test_fix_is_not_installed_and_inert_without_transformer_engine() -> None:
-    row = status_without_library("fp8-recompute", "transformer_engine")
-    assert row["state"] == "not-installed", row
-    assert "transformer_engine is not installed" in row["reason"], row
-    assert not row["implementation_loaded"], "the implementation module was imported although TE is absent"
-    assert not row["library_loaded"]
+    assert_inert_without("fp8-recompute", "transformer_engine")

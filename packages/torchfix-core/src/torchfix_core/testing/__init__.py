@@ -13,7 +13,14 @@ names: :func:`fix_spec`, :func:`import_triggers`, :func:`live_patches`, :func:`w
 :func:`override_targets`, :func:`outside_validated_range`.
 """
 
-from torchfix_core.testing._contract import CASES, FixContract, run_case, state_to_expect, status_without_library
+from torchfix_core.testing._contract import (
+    CASES,
+    FixContract,
+    assert_inert_without,
+    run_case,
+    state_to_expect,
+    status_without_library,
+)
 from torchfix_core.testing._introspect import (
     fix_spec,
     import_triggers,
@@ -26,6 +33,7 @@ from torchfix_core.testing._introspect import (
 __all__ = [
     "CASES",
     "FixContract",
+    "assert_inert_without",
     "fix_spec",
     "import_triggers",
     "live_patches",

@@ -103,6 +103,19 @@ def status_without_library(fix_id: str, library: str, timeout: float = 300) -> d
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def assert_inert_without(fix_id: str, library: str) -> None:
+    """Where ``library`` is absent, ``fix_id`` is ``not-installed`` (reason: ``<library> is not
+    installed``) and neither its implementation nor the library was imported (see
+    :func:`status_without_library`)."""
+    row = status_without_library(fix_id, library)
+    assert row == {
+        "state": "not-installed",
+        "reason": f"{library} is not installed",
+        "implementation_loaded": False,
+        "library_loaded": False,
+    }, row
+
+
 def state_to_expect(fix_id: str, bug_present: bool) -> str:
     """The state ``fix_id`` must reach on the installed libraries once its trigger has fired:
     ``out-of-range`` outside its validated range (the range check answers before the probe), else
