@@ -6,6 +6,8 @@
     nox -s "tests_torch(2.15.0)" the same against another torch release (2.10 ... 2.15)
     nox -s tests_python          the same on Python 3.10 and 3.12 (default torch)
     nox -s combinations          every non-empty subset of the five fixes, installed as real wheels
+    nox -s magi                  the MagiCompiler adapters on Magi's real source (default torch; ci)
+    nox -s "magi_torch(2.10.0)"  the same against torch 2.10 / 2.11 / 2.12 (uv, opt-in)
     nox -s matrix                all of the above, then scripts/compatibility.py writes
                                  docs/compatibility.md from .matrix-results/
     nox -s lint typecheck        ruff check + format check; mypy
@@ -409,7 +411,9 @@ def clients(session: nox.Session) -> None:
     """torchtitan 0.3.0 (registry) under torchfix, on the default torch: its Llama3 debugmodel with
     parallelize_llama (SelectiveAC, per-block compile, FSDP2) on 2 gloo CPU ranks, torchfix active vs
     TORCHFIX_DISABLE=all (bit-identical losses, step-time ratio printed), and the eager-checkpoint-
-    around-compiled-block ordering (red without torchfix, green with it). tests/clients/."""
+    around-compiled-block ordering (red without torchfix, green with it). tests/clients/: each job
+    compiles cold in its own cache directory, with one intra-op thread and deterministic algorithms.
+    About 2-3 minutes of tests on a 2-core machine, plus the install."""
     session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *TORCHTITAN_DEPS, "triton")
     session.install("--no-deps", TORCHTITAN)
     install_torchfix(session, fixtures=False)
@@ -436,16 +440,46 @@ def magi_source() -> str:
     return os.environ.get("TORCHFIX_MAGI_SOURCE") or (str(MAGI_ARCHIVE) if MAGI_ARCHIVE.is_file() else MAGI_GIT)
 
 
-@nox.session(python="3.11", tags=["ci"])
-def magi(session: nox.Session) -> None:
-    """The Magi adapters on MagiCompiler 8e2e47c and torch 2.13 (CPU, 2 ranks on gloo): red without
-    torchfix / green with it for the cache key and the AOT -> JIT fallback, the policy's cases, the
-    interplay with the torch-level fixes and the contract. About 6-8 minutes on a 2-core machine."""
-    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *MAGI_IMPORTS)
-    session.install("--no-deps", "--ignore-requires-python", magi_source())
+MAGI_TORCH = ["2.10.0", "2.11.0", "2.12.0"]  # validated besides the default torch (magi_torch sessions)
+MAGI_TEST_PACKAGES = ("torchfix-placement-cache", "torchfix-aot-fallback")
+
+
+def _magi(session: nox.Session, torch: str) -> None:
+    """Install torch, Magi and torchfix; run each package's test_magi_*.py, recorded as the matrix cell
+    ``.matrix-results/magi-<torch>/`` (doctor.json from this venv, one JUnit report per package)."""
+    session.install(f"torch=={torch}", *TEST_TOOLS, *MAGI_IMPORTS)
+    # pip's --ignore-requires-python (uv pip has no such flag): through the venv's own pip, either backend
+    session.run("python", "-m", "pip", "install", "-q", "--no-deps", "--ignore-requires-python", magi_source())
     install_torchfix(session, fixtures=False)
+    out = start_cell(session, f"magi-{torch}")
     # TORCHFIX_MAGI_SOURCE is this session's own input, not a variable of torchfix: keep it from the tests
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "TORCHFIX_MAGI_SOURCE": None}
-    for name in ("torchfix-placement-cache", "torchfix-aot-fallback"):
+    failed = []
+    for name in MAGI_TEST_PACKAGES:
         tests = sorted(str(p) for p in (PACKAGES / name / "tests").glob("test_magi_*.py"))
-        session.run("python", "-m", "pytest", "-q", "-m", "not gpu", *session.posargs, *tests, env=env)
+        report = ["--junitxml", str(out / f"{name}.xml")]
+        try:
+            session.run(
+                "python", "-m", "pytest", "-q", "-rs", "-m", "not gpu", *report, *session.posargs, *tests, env=env
+            )
+        except nox.command.CommandFailed:
+            failed.append(name)
+    if failed:
+        session.error(f"Magi tests failed in: {', '.join(failed)}")
+
+
+@nox.session(python="3.11", tags=["ci"])
+def magi(session: nox.Session) -> None:
+    """The Magi adapters on MagiCompiler 8e2e47c and the default torch (CPU, 2 ranks on gloo): red
+    without torchfix / green with it for the cache key and the AOT -> JIT fallback, the policy's cases,
+    the interplay with the torch-level fixes and the contract; cell .matrix-results/magi-<torch>/.
+    About 5 minutes on a 2-core machine (install about 40 s; the two test runs about 140 s and 130 s)."""
+    _magi(session, DEFAULT_TORCH)
+
+
+@nox.session(python="3.11", venv_backend="uv|virtualenv")
+@nox.parametrize("torch", [nox.param(v, id=v) for v in MAGI_TORCH])
+def magi_torch(session: nox.Session, torch: str) -> None:
+    """The Magi tests against another torch release (the registry's CUDA builds, run on the CPU, through
+    uv); cell .matrix-results/magi-<torch>/. Opt-in: not in the ci tag."""
+    _magi(session, torch)

@@ -15,4 +15,4 @@ pytestmark = pytest.mark.skipif(
 class TestMagiContract(FixContract):
     fix_id = "magi-aot-fallback"
     patched = [("magi_compiler._api", "_run_orchestration")]
-    expected_state = "applied"  # Magi 8e2e47c on torch 2.13: no fallback and an AOT path that cannot work
+    expected_state = "applied"  # Magi 8e2e47c: no fallback of its own (and an AOT path that fails on torch 2.10-2.13)

@@ -2,13 +2,15 @@
 ``CompileConfig`` parses ``sys.argv``). The scenario comes as JSON in ``TFTEST_MAGI_CACHE``::
 
     {"scenario": "build" | "aot_path", "placement": "shard" | "replicate", "rank": 0, "world": 2,
-     "init_method": "file://...", "neutralize_input_count": false}
+     "init_method": "file://...", "gather": "redistribute" | "full_tensor", "neutralize_input_count": false}
 
 ``build``: a SimpleFSDP-style module (its weight a DTensor, ``Shard(0)`` as ``fully_shard`` leaves it or
-``Replicate()``; ``forward`` all-gathers it with ``redistribute``) compiled by ``magi_compile`` on gloo;
-reports Magi's Inductor compile count, correctness and the error. ``neutralize_input_count`` turns off
-Magi's load-time input-count check (``piecewise_compiler._read_generated_code_expected_arity``), which on
-torch 2.12/2.13 refuses every DTensor artifact and so hides the wrong load.
+``Replicate()``; ``forward`` all-gathers it, with ``redistribute(...).to_local()`` as SimpleFSDP does or
+with ``full_tensor()``) compiled by ``magi_compile`` on gloo. Reports Magi's Inductor compile count,
+the artifacts it saved, the loads its input-count check refused, correctness and the error.
+``neutralize_input_count`` turns off that check (``piecewise_compiler._read_generated_code_expected_arity``),
+which refuses every DTensor artifact on torch releases that pass the device mesh to the compiled code,
+and so hides the wrong load there.
 ``aot_path``: ``MagiCompileState.aot_compilation_path`` of that module for each placement (no compile).
 The last stdout line is a JSON report.
 """
@@ -35,7 +37,10 @@ def _module(mesh, placement: str) -> torch.nn.Module:  # type: ignore[no-untyped
             self.weight = torch.nn.Parameter(distribute_tensor(self.full, mesh, placements), requires_grad=False)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            w = self.weight.redistribute(placements=[Replicate()]).to_local()
+            if CONFIG.get("gather", "redistribute") == "full_tensor":
+                w = self.weight.full_tensor()
+            else:
+                w = self.weight.redistribute(placements=[Replicate()]).to_local()
             return x @ w.t()
 
     return SimpleFSDPLinear()
@@ -43,12 +48,22 @@ def _module(mesh, placement: str) -> torch.nn.Module:  # type: ignore[no-untyped
 
 def build(mesh) -> dict[str, object]:  # type: ignore[no-untyped-def]
     from magi_compiler import magi_compile
+    from magi_compiler.magi_backend import piecewise_compiler
     from magi_compiler.utils import compilation_counter
 
     if CONFIG.get("neutralize_input_count"):
-        from magi_compiler.magi_backend import piecewise_compiler
-
         piecewise_compiler._read_generated_code_expected_arity = lambda path: None
+    refused = []
+    adaptor = piecewise_compiler.InductorStandaloneAdaptor
+    load = adaptor.load
+
+    def counting_load(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        loaded = load(self, *args, **kwargs)
+        if loaded is None:  # Magi's only "skip this artifact" answer: the input-count check
+            refused.append(1)
+        return loaded
+
+    adaptor.load = counting_load
     model = _module(mesh, CONFIG["placement"])
     compiled = magi_compile(model, dynamic_arg_dims={"x": 0})
     x = torch.randn(4, 8)
@@ -59,6 +74,8 @@ def build(mesh) -> dict[str, object]:  # type: ignore[no-untyped-def]
         report["ok"] = False
         report["error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
     report["inductor_compiles"] = compilation_counter.num_inductor_compiles
+    report["artifacts_saved"] = compilation_counter.num_compiled_artifacts_saved
+    report["loads_refused"] = len(refused)
     return report
 
 

@@ -8,10 +8,11 @@ The bug
 
     * this model: Dynamo ``Unsupported`` (graph breaks, SimpleFSDP/DTensor code: "Attempted to read
       undefined local variable") and the other "AOT unsupported" errors of the torch-level policy;
-    * this torch: on torch 2.13 Magi's AOT path fails for *every* model. ``aot_compile`` reads the
-      ``"self"`` closure variable of ``AOTCompiledFunction.save_compiled_function``, which became a
-      plain method (``ValueError: tuple.index(x): x not in tuple``), and its artifact save/load calls
-      ``CompileArtifacts.serialize`` / ``deserialize``, which moved to ``AOTCompiledFunction``
+    * this torch: on torch 2.10 - 2.13 (every release tested) Magi's AOT path fails for *every*
+      model. ``aot_compile`` reads the ``"self"`` closure variable of
+      ``AOTCompiledFunction.save_compiled_function``, which is a plain method there
+      (``ValueError: tuple.index(x): x not in tuple``), and its artifact save/load calls
+      ``CompileArtifacts.serialize`` / ``deserialize``, which are on ``AOTCompiledFunction`` there
       (``AttributeError``). MagiCompiler PR #89's ``except RuntimeError`` would catch neither.
 
 The patch
@@ -113,9 +114,9 @@ def magi_incompatibility(exc: BaseException, steps: dict[str, types.CodeType]) -
     Recognised only when raised *directly* by Magi's own step (the last traceback frame):
 
     * ``ValueError`` from ``aot_compile`` looking up the ``"self"`` closure variable of
-      ``save_compiled_function`` (torch >= 2.13: it is a plain method);
+      ``save_compiled_function`` (torch 2.10 - 2.13: it is a plain method);
     * ``AttributeError`` for ``CompileArtifacts.serialize`` / ``deserialize`` from the save or load
-      step (torch >= 2.13: those moved to ``AOTCompiledFunction``).
+      step (torch 2.10 - 2.13: those are on ``AOTCompiledFunction``).
     """
     frames = _frames(exc)
     last = frames[-1] if frames else None

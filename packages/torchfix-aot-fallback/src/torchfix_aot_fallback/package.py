@@ -26,7 +26,7 @@ MAGI_FIX = FixSpec(
     summary="MagiCompiler AOT falls back to JIT per compile state when AOT is unsupported (never on OOM/AssertionError).",
     implementation="torchfix_aot_fallback.magi:MagiAOTFallbackFix",
     distribution="torchfix-aot-fallback",
-    targets={"torch": ">=2.13,<2.14", "magi_compiler": ">=1.0,<2"},
+    targets={"torch": ">=2.10,<2.14", "magi_compiler": ">=1.0,<2"},
     triggers=("magi_compiler",),
     order=110,
     upstream=("MagiCompiler PR #89 (AOT -> JIT fallback)",),

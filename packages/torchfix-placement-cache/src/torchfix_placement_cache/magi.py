@@ -7,10 +7,12 @@ The bug
     point, model index, config and dynamic dims (``MagiCompileState.aot_compilation_path``). The
     placements of DTensor inputs are in neither. A SimpleFSDP-style module whose DTensor parameters go
     from ``Shard(0)`` (``fully_shard``: an all-gather in the graph) to ``Replicate()`` with unchanged
-    source reuses the directory and loads the first layout's artifact: measured on torch 2.13, CPU,
-    2 ranks on gloo, with Magi's load-time input-count check neutralised (see below): 0 Inductor
-    compiles and ``AssertionError: expected size 16==8, stride 8==8 at dim=0``; upstream saw it on
-    8xH200 as a silent 1-rank all-gather.
+    source reuses the directory and loads the first layout's artifact. Measured on CPU, 2 ranks on
+    gloo: 0 Inductor compiles and ``AssertionError: expected size 16==8, stride 8==8 at dim=0`` on
+    torch 2.10 (SimpleFSDP's ``redistribute(...).to_local()``) and 2.11 (``full_tensor()``; there
+    Dynamo's ``redistribute``/``to_local`` wrappers make the AOTAutograd cache bypass the graph, so
+    Magi saves no artifact of it), and on 2.12/2.13 once Magi's load-time input-count check is
+    neutralised (see below); upstream saw it on 8xH200 as a silent 1-rank all-gather.
 
 The patch
     * ``MagiBackend.__call__(self, graph, example_inputs)`` is wrapped to compute
@@ -36,10 +38,11 @@ The patch
 Magi's load-time input-count check (not patched, by decision)
     ``InductorStandaloneAdaptor.load`` (``piecewise_compiler.py``) compares the arity of the saved
     Inductor ``call(self, args)`` with the number of example inputs and skips the load when they
-    differ. On torch 2.12/2.13 a DTensor input is flattened for the compiled code into its local tensor
-    *and* its device mesh, so the counts always differ and every DTensor artifact, correct or not, is
-    recompiled (no warm start). Making the check count the flattened inputs would mean re-deriving
-    AOTAutograd's subclass flattening, which differs between torch releases (2.10 passes no mesh); a
+    differ. On torch 2.12/2.13 a DTensor input is flattened for the compiled code into its local
+    tensor *and* its device mesh, so the counts always differ and every DTensor artifact, correct or
+    not, is recompiled (no warm start). Making the check count the flattened inputs would mean
+    re-deriving AOTAutograd's subclass flattening, which differs between torch releases (2.10 and
+    2.11 pass no mesh: the check passes there, and the wrong load shows with Magi untouched); a
     wrong count would turn a safe recompile into a load with the wrong calling convention. The check
     is Magi's; torchfix keeps it, and with this fix the directory is right once Magi counts correctly.
 

@@ -22,7 +22,7 @@ MAGI_FIX = FixSpec(
     summary="MagiCompiler's cache directory and AOT artifact path also cover the layout of DTensor inputs.",
     implementation="torchfix_placement_cache.magi:MagiCacheKeyFix",
     distribution="torchfix-placement-cache",
-    targets={"torch": ">=2.13,<2.14", "magi_compiler": ">=1.0,<2"},
+    targets={"torch": ">=2.10,<2.14", "magi_compiler": ">=1.0,<2"},
     triggers=("magi_compiler",),
     order=110,
     upstream=("MagiCompiler PR #89 (placement-aware cache key)",),
