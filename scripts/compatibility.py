@@ -8,7 +8,7 @@ page shows of that cell: commit, versions, each fix's state and reason, test cou
 the page can be regenerated after re-running only some cells (a new fix, one torch release):
 ``--write`` first records every cell found under ``.matrix-results/`` (replacing that cell's file),
 then renders the page from all recorded cells. A fix that was not installed in an older cell shows
-``absent: not run`` there until that cell is re-run.
+``absent: not in this run`` there until that cell is re-run.
 
 A matrix run leaves one folder per cell under ``.matrix-results/`` (``torch-2.12.0-py3.11``, ...;
 ``te-2.18.0``, ... from the ``te(VERSION)`` sessions, rendered as a TransformerEngine table;
@@ -278,7 +278,10 @@ def fix_row(fix: dict[str, Any], cells: list[dict[str, Any]]) -> str:
     """One fix's table row: its state and its package's test result in each cell."""
     row = [f"`{fix['id']}` {fix['version']}"]
     for cell in cells:
-        state = cell["states"].get(fix["id"], {}).get("state", "absent")
+        state = cell["states"].get(fix["id"], {}).get("state")
+        if state is None:  # the fix did not exist, or was not installed, when this cell ran
+            row.append("absent: not in this run")
+            continue
         shown = f"**{state}**" if state == "applied" else state
         row.append(f"{shown}: {describe(cell['reports'].get(fix['package']))}")
     return "| " + " | ".join(row) + " |"
