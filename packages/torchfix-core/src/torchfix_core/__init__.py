@@ -7,7 +7,7 @@ Public API (everything else is private)::
     status() -> list[FixStatus]             # FixStatus: frozen record; .state is a FixState
     activate() -> None                      # what import torch / torchfix_core.auto run
     activation() -> Activation              # how activation happened: (ActivationSource, detail)
-    FixSpec, EnvSwitch                      # what a fix package declares (torchfix_core.spec)
+    FixSpec, EnvSwitch                      # what a fix package declares: immutable records
     FixState, STATES, ActivationSource      # str enums (JSON shows their values)
     Fix, ProbeResult, PatchSet, PatchRefused  # for fix implementations
     when_imported(name, callback)           # post-import hook
@@ -24,20 +24,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torchfix_core._activation import Activation, ActivationSource
     from torchfix_core._env import TorchfixConfigWarning
     from torchfix_core._import_hooks import when_imported
     from torchfix_core._registry import TorchfixError, apply, revert, status
-    from torchfix_core._status import FixStatus
+    from torchfix_core._status import Activation, FixStatus
     from torchfix_core.fix import Fix, ProbeResult
     from torchfix_core.patching import PatchRefused, PatchSet
-    from torchfix_core.spec import STATES, EnvSwitch, FixSpec, FixState
+    from torchfix_core.spec import STATES, ActivationSource, EnvSwitch, FixSpec, FixState
     from torchfix_core.version import __version__
 
 #: public name -> the module that defines it (imported on first access)
 _LAZY = {
-    "Activation": "torchfix_core._activation",
-    "ActivationSource": "torchfix_core._activation",
+    "Activation": "torchfix_core._status",
+    "ActivationSource": "torchfix_core.spec",
     "TorchfixConfigWarning": "torchfix_core._env",
     "when_imported": "torchfix_core._import_hooks",
     "TorchfixError": "torchfix_core._registry",

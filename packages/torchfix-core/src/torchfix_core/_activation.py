@@ -9,45 +9,23 @@ environment, load data-only fix specs, register post-import hooks. It never impo
 ``torch._dynamo``, ``torch._inductor`` or any other heavy module.
 
 This module owns the activation record: :func:`record` is the only writer, :func:`current` the
-reader (the registry, doctor and tests call them; nothing else stores it).
+reader (the registry, doctor and tests call them; nothing else stores it). Its source is an
+:class:`~torchfix_core.spec.ActivationSource` (re-exported here).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple
+from typing import TYPE_CHECKING
 
-from torchfix_core._enum import StrEnum
+from torchfix_core.spec import ActivationSource
+
+if TYPE_CHECKING:
+    from torchfix_core._status import Activation
 
 log = logging.getLogger("torchfix")
 
-
-class ActivationSource(StrEnum):
-    """How torchfix was (or was not) activated in this process (``str`` enum: JSON shows the value)."""
-
-    NONE = "none"  # not activated (yet)
-    OFF = "off"  # turned off (TORCHFIX_AUTOLOAD=0, or torch's autoload off without torchfix_core.auto)
-    FAILED = "failed"  # activation raised; torch still imported
-    TORCH_BACKENDS = "torch.backends"
-    AUTO = "torchfix_core.auto"
-    LAUNCHER = "torchfix-run"
-    API = "api"
-
-    @property
-    def active(self) -> bool:
-        """True when activation ran (fixes were discovered and scheduled)."""
-        return self not in (ActivationSource.NONE, ActivationSource.OFF, ActivationSource.FAILED)
-
-
-class Activation(NamedTuple):
-    """The activation record: its source and a sentence saying what happened."""
-
-    source: ActivationSource
-    detail: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"source": self.source.value, "detail": self.detail}
-
+__all__ = ["ActivationSource", "activate_safely", "current", "record", "source", "torch_backends_entry"]
 
 #: the sentence shown for each source that activates
 DETAILS = {
@@ -57,18 +35,28 @@ DETAILS = {
     ActivationSource.API: "torchfix_core.activate()",
 }
 
-_current = Activation(ActivationSource.NONE, "not activated in this process")
+# the record, written only by record(): its source and the sentence saying what happened
+_source = ActivationSource.NONE
+_detail = "not activated in this process"
 
 
 def record(source: ActivationSource, detail: str | None = None) -> None:
     """Set the activation record (the only writer)."""
-    global _current
-    _current = Activation(source, DETAILS.get(source, source.value) if detail is None else detail)
+    global _source, _detail
+    _source, _detail = source, DETAILS.get(source, source.value) if detail is None else detail
+
+
+def source() -> ActivationSource:
+    """How activation happened (what the registry's re-entry guard reads)."""
+    return _source
 
 
 def current() -> Activation:
-    """The activation record of this process."""
-    return _current
+    """The activation record of this process, as a :class:`~torchfix_core._status.Activation`
+    (built on request: readers are doctor, status users and tests, never ``import torch``)."""
+    from torchfix_core._status import Activation
+
+    return Activation(_source, _detail)
 
 
 def activate_safely(source: ActivationSource) -> None:

@@ -64,12 +64,13 @@ def _resolve(rows: list[Any]) -> dict[str, str]:
 def collect(resolve: bool = True) -> dict[str, Any]:
     torch_info = _torch_info()
     from torchfix_core import _activation, _registry, status
+    from torchfix_core._status import Activation
     from torchfix_core.version import __version__
 
     activation = _activation.current()
     if torch_info["installed"] and activation.source is _activation.ActivationSource.NONE:
         # shown, not recorded: torch was imported and activation did not run, i.e. it is off here
-        activation = _activation.Activation(
+        activation = Activation(
             _activation.ActivationSource.OFF,
             "TORCH_DEVICE_BACKEND_AUTOLOAD=0 and torchfix_core.auto was not imported"
             if not torch_info["backend_autoload"]

@@ -198,7 +198,7 @@ def _on_hook_error(fix_id: str, exc: BaseException) -> None:
     log.warning("torchfix: fix %r failed: %s", fix_id, entry.reason)
 
 
-def _schedule(entry: _Entry, strict: bool | None = None) -> None:
+def _schedule(entry: _Entry, strict: bool | None = None, found: dict[str, bool] | None = None) -> None:
     """Move a fix to pending and hook its triggers, or apply it at once when they are imported."""
     entry.strict = strict
     disabled, why = settings().is_disabled(entry.id)
@@ -206,7 +206,15 @@ def _schedule(entry: _Entry, strict: bool | None = None) -> None:
         _set(entry, DISABLED, why)
         return
     for module_name in _state.target_override.get(entry.id, entry.spec.targets):
-        if module_name not in sys.modules and importlib.util.find_spec(module_name) is None:
+        if module_name in sys.modules:
+            continue
+        # ``found``: one lookup per library per activation (several fixes share a target library)
+        installed = None if found is None else found.get(module_name)
+        if installed is None:
+            installed = importlib.util.find_spec(module_name) is not None
+            if found is not None:
+                found[module_name] = installed
+        if not installed:
             _set(entry, NOT_INSTALLED, f"{module_name} is not installed")
             return
     missing = [name for name in entry.spec.triggers if name not in sys.modules]
@@ -322,16 +330,17 @@ def status() -> list[FixStatus]:
 def activate(source: ActivationSource) -> None:
     """Discover and schedule every fix; never raises except in strict mode. Re-entry is a no-op."""
     with PATCH_LOCK:
-        if _state.activating or _activation.current().source not in (ActivationSource.NONE, ActivationSource.OFF):
+        if _state.activating or _activation.source() not in (ActivationSource.NONE, ActivationSource.OFF):
             return
         _state.activating = True
         try:
             _activation.record(source)
+            found: dict[str, bool] = {}
             for entry in entries().values():
                 if entry.item.error:
                     _strict_raise(entry, None, None)
                 elif entry.state == PENDING and entry.callback is None:
-                    _schedule(entry)
+                    _schedule(entry, found=found)
         finally:
             _state.activating = False
 

@@ -1,12 +1,13 @@
-""":class:`FixStatus`, one row of :func:`torchfix_core.status` (imported on the first ``status()``,
-never at ``import torch``)."""
+"""The read-side records: :class:`FixStatus` (one row of :func:`torchfix_core.status`) and
+:class:`Activation` (how activation happened). Imported on the first ``status()`` or
+``activation()``, never at ``import torch``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping
 
-from torchfix_core.spec import FixState
+from torchfix_core.spec import ActivationSource, FixState
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,3 +35,15 @@ class FixStatus:
             "upstream": list(self.upstream),
             "summary": self.summary,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Activation:
+    """The activation record: its source and a sentence saying what happened."""
+
+    source: ActivationSource
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The record as JSON data (``source`` as its string value), as doctor prints it."""
+        return {"source": self.source.value, "detail": self.detail}

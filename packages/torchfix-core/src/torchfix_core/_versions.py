@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 
-from torchfix_core._enum import StrEnum
+from torchfix_core.spec import StrEnum
 
 
 class Verdict(StrEnum):
