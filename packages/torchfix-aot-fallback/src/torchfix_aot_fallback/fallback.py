@@ -19,10 +19,6 @@ from torchfix_aot_fallback import memo, policy
 FIX_ID = "aot-fallback"
 log = logging.getLogger("torchfix.aot-fallback")
 
-_lock = threading.Lock()
-_records: list[FallbackRecord] = []
-_warned: set[str] = set()
-
 
 @dataclass(frozen=True)
 class FallbackRecord:
@@ -37,28 +33,56 @@ class FallbackRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class FallbackLog:
+    """The fallbacks one fix made in this process, oldest first, with its warn-once set
+    (thread-safe). The torch-level fix and the Magi adapter each keep one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: list[FallbackRecord] = []
+        self._warned: set[str] = set()
+
+    def add(self, rec: FallbackRecord, once: str, message: str) -> None:
+        """Record ``rec``; log ``message`` as a warning the first time ``once`` is seen."""
+        with self._lock:
+            self._records.append(rec)
+            first = once not in self._warned
+            self._warned.add(once)
+        if first:
+            log.warning("%s", message)
+
+    def records(self) -> list[FallbackRecord]:
+        with self._lock:
+            return list(self._records)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._records.clear()
+            self._warned.clear()
+
+
+_log = FallbackLog()
+
+
 def fallbacks() -> list[FallbackRecord]:
     """Every fallback this process made, oldest first."""
-    with _lock:
-        return list(_records)
+    return _log.records()
 
 
 def reset_records() -> None:
     """Forget the recorded fallbacks and warnings (tests)."""
-    with _lock:
-        _records.clear()
-        _warned.clear()
+    _log.clear()
 
 
 def summary() -> str:
     """One line for doctor: how many fallbacks of each kind, and the last cause."""
-    with _lock:
-        if not _records:
-            return "no AOT->JIT fallback in this process"
-        counts: dict[str, int] = {}
-        for r in _records:
-            counts[r.kind] = counts.get(r.kind, 0) + 1
-        last = _records[-1]
+    records = _log.records()
+    if not records:
+        return "no AOT->JIT fallback in this process"
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.kind] = counts.get(r.kind, 0) + 1
+    last = records[-1]
     kinds = ", ".join(f"{n} {k}" for k, n in counts.items())
     return f"AOT->JIT fallbacks in this process: {kinds}; last: {last.function}: {last.cause}"
 
@@ -74,13 +98,7 @@ def name_of(model: Any) -> str:
 
 def note(rec: FallbackRecord, message: str) -> None:
     """Record ``rec``, warn once per (kind, function, cause), refresh the doctor row."""
-    with _lock:
-        _records.append(rec)
-        once = f"{rec.kind}|{rec.function}|{rec.cause}"
-        first = once not in _warned
-        _warned.add(once)
-    if first:
-        log.warning("%s", message)
+    _log.add(rec, f"{rec.kind}|{rec.function}|{rec.cause}", message)
 
 
 class JITFallback:

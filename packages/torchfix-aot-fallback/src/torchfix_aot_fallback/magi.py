@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import threading
 import types
 from typing import Any, Callable
 
@@ -71,15 +70,12 @@ _AOT_STEPS = ("aot_compile", "save_aot_compile_artifacts", "load_aot_compile_art
 _STATE_FIELDS = ("compile_config", "compiled_entry", "aot_compiled_fn", "aot_compile_artifacts", "jit_compiled_code")
 log = logging.getLogger("torchfix.aot-fallback")
 
-_lock = threading.Lock()
-_records: list[fallback.FallbackRecord] = []
-_warned: set[str] = set()
+_log = fallback.FallbackLog()
 
 
 def records() -> list[fallback.FallbackRecord]:
     """Every Magi compile state that fell back to JIT in this process, oldest first."""
-    with _lock:
-        return list(_records)
+    return _log.records()
 
 
 def _unwrapped_code(owner: type, name: str) -> types.CodeType | None:
@@ -185,19 +181,12 @@ def switch_to_jit(state: Any) -> None:
 
 
 def _note(rec: fallback.FallbackRecord) -> None:
-    with _lock:
-        _records.append(rec)
-        once = f"{rec.function}|{rec.cause}"
-        first = once not in _warned
-        _warned.add(once)
-    if first:
-        log.warning(
-            "torchfix magi-aot-fallback: MagiCompiler AOT compile of %s is unsupported (%s); this compile state "
-            "uses Magi's JIT path for the rest of the process. %s=1 makes this an error",
-            rec.function,
-            rec.cause,
-            policy.STRICT_ENV,
-        )
+    _log.add(
+        rec,
+        f"{rec.function}|{rec.cause}",
+        f"torchfix magi-aot-fallback: MagiCompiler AOT compile of {rec.function} is unsupported ({rec.cause}); this "
+        f"compile state uses Magi's JIT path for the rest of the process. {policy.STRICT_ENV}=1 makes this an error",
+    )
 
 
 def make_orchestration_wrapper(original: Callable[..., Any], steps: dict[str, types.CodeType]) -> Callable[..., Any]:
