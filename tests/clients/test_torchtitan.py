@@ -44,24 +44,24 @@ def _job(tmp_path_factory: pytest.TempPathFactory, *args: str, disable: str | No
     return json.loads(lines[-1])
 
 
-@pytest.fixture(scope="module")
-def titan_on(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _job(tmp_path_factory, "--spawn", "2", "--steps", str(TITAN_STEPS), disable=None)
+def _job_fixture(name: str, *args: str, disable: str | None) -> Any:
+    """A module-scoped fixture ``name``: one run of the job with ``args`` (torchfix on, or ``disable``)."""
+
+    @pytest.fixture(scope="module", name=name)
+    def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+        return _job(tmp_path_factory, *args, disable=disable)
+
+    return run
 
 
-@pytest.fixture(scope="module")
-def titan_off(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _job(tmp_path_factory, "--spawn", "2", "--steps", str(TITAN_STEPS), disable="all")
-
-
-@pytest.fixture(scope="module")
-def eager_ckpt_on(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _job(tmp_path_factory, "--ordering", "eager-ckpt", "--steps", str(EAGER_CKPT_STEPS), disable=None)
-
-
-@pytest.fixture(scope="module")
-def eager_ckpt_off(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _job(tmp_path_factory, "--ordering", "eager-ckpt", "--steps", str(EAGER_CKPT_STEPS), disable="all")
+titan_on = _job_fixture("titan_on", "--spawn", "2", "--steps", str(TITAN_STEPS), disable=None)
+titan_off = _job_fixture("titan_off", "--spawn", "2", "--steps", str(TITAN_STEPS), disable="all")
+eager_ckpt_on = _job_fixture(
+    "eager_ckpt_on", "--ordering", "eager-ckpt", "--steps", str(EAGER_CKPT_STEPS), disable=None
+)
+eager_ckpt_off = _job_fixture(
+    "eager_ckpt_off", "--ordering", "eager-ckpt", "--steps", str(EAGER_CKPT_STEPS), disable="all"
+)
 
 
 def test_titan_job_trains_with_torchfix_active(titan_on: dict[str, Any]) -> None:
