@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("packages", "docs", "scripts", "benchmarks", "README.md")
 #: what a path of one machine or of this repository's development setup looks like
 LOCAL = re.compile(
-    r"(\.\./shared/|/work/|/root/|/home/\w|/tmp/tf\b|\$HOME/gw|\.gpuwheels|gpu-torch-wheels|gpu-te-wheels|ci-local|"
+    r"(\.\./shared/|/work/|/root/|/opt/|/home/\w|/tmp/tf\b|\$HOME/gw|\.gpuwheels|gpu-torch-wheels|gpu-te-wheels|ci-local|"
     r"^rootdir: /)",
     re.M,
 )
