@@ -20,6 +20,7 @@ The default sessions use pip (which, on the CPU CI machines, finds the local CPU
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,7 +61,17 @@ def install_torchfix(session: nox.Session, *, fixtures: bool = True) -> None:
 
 
 def test_dirs() -> list[Path]:
+    """Every package's tests, then the cross-package tests. ``MATRIX_ONLY=torchfix-x,torchfix-y``
+    (a partial re-run of a matrix cell, e.g. after adding a fix to those packages) keeps only those
+    packages' directories; the cell records that (``partial.txt``) and scripts/compatibility.py
+    keeps the recorded results of the others."""
     dirs = [p / "tests" for p in family.member_packages() if (p / "tests").is_dir()]
+    only = [name for name in os.environ.get("MATRIX_ONLY", "").split(",") if name]
+    if only:
+        unknown = sorted(set(only) - {d.parent.name for d in dirs})
+        if unknown:
+            raise SystemExit(f"MATRIX_ONLY names no package with tests: {unknown}")
+        return [d for d in dirs if d.parent.name in only]
     return [*dirs, ROOT / "tests"]
 
 
@@ -112,6 +123,8 @@ def start_cell(session: nox.Session, cell: str) -> Path:
     except OSError:  # no git on this machine
         commit = "?"
     (out / "commit.txt").write_text(commit)
+    if os.environ.get("MATRIX_ONLY"):
+        (out / "partial.txt").write_text(os.environ["MATRIX_ONLY"])
     return out
 
 

@@ -115,15 +115,33 @@ def read_cell(folder: Path) -> dict[str, Any]:
 
 
 def record_cells() -> list[str]:
-    """Record every cell under ``.matrix-results/`` as ``docs/results/matrix/<cell>.json``; returns their names."""
+    """Record every cell under ``.matrix-results/`` as ``docs/results/matrix/<cell>.json``; returns their names.
+
+    A cell that ran only some test directories (``MATRIX_ONLY``, see ``noxfile.py``: a partial
+    re-run) keeps the recorded reports of the directories it did not run; its commit then reads
+    ``<old>+<new>`` and its notes must say what ran (``notes.txt``)."""
     RECORDED.mkdir(parents=True, exist_ok=True)
     names = []
     for folder in sorted(p for p in RESULTS.glob("*") if p.is_dir()) if RESULTS.is_dir() else []:
         if not any(folder.glob("*.xml")):
             continue
-        (RECORDED / f"{folder.name}.json").write_text(json.dumps(read_cell(folder), indent=1, sort_keys=True) + "\n")
+        cell = read_cell(folder)
+        path = RECORDED / f"{folder.name}.json"
+        if (folder / "partial.txt").is_file() and path.is_file():
+            cell = merge_partial(json.loads(path.read_text()), cell)
+        path.write_text(json.dumps(cell, indent=1, sort_keys=True) + "\n")
         names.append(folder.name)
     return names
+
+
+def merge_partial(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A partial re-run over a recorded cell: the new run's states, versions and reports, plus the
+    old reports of the test directories the new run did not run."""
+    kept = {name: counts for name, counts in old["reports"].items() if name not in new["reports"]}
+    if not kept:
+        return new
+    commits = [c for c in (old["commit"], new["commit"]) if c and c != "?"]
+    return {**new, "reports": {**kept, **new["reports"]}, "commit": "+".join(dict.fromkeys(commits)) or "?"}
 
 
 def load_cells(prefix: str) -> dict[str, dict[str, Any]]:

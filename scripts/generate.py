@@ -6,17 +6,24 @@
   distribution that provides it (from the fix packages' ``torchfix.fixes`` entry points), loaded by
   torchfix-core through torchfix-all's ``torchfix.family`` entry point so that ``status()`` lists a
   member that is not installed as ``not-installed``. The core itself names no fix.
+* each fix package's ``pyproject.toml``: its trigger index, entry-point group
+  ``torchfix.triggers`` (``<fix id> = "<the first of the spec's triggers>"``), which lets
+  torchfix-core defer loading the specs at ``import torch`` until one of those modules is imported
+  (``torchfix_core._discovery.wake_modules``).
 
-Reads versions without importing any package (``version.py`` is data only).
+Reads versions and specs without importing any package (``version.py`` is data only; the specs'
+``id`` and ``triggers`` are read from ``package.py`` with ``ast``, so they must be literals).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import sys
+from pathlib import Path
 
-from family import ROOT, family_members, member_packages, meta_package, package_version
+from family import ROOT, family_members, fix_entry_points, fix_packages, member_packages, meta_package, package_version
 
 ALL_PYPROJECT = meta_package() / "pyproject.toml"
 FAMILY_MODULE = meta_package() / "src" / "torchfix_all" / "family.py"
@@ -50,6 +57,55 @@ def render_family_module() -> str:
     return "\n".join(lines) + "\n"
 
 
+TRIGGER_BEGIN = "# BEGIN GENERATED: trigger index"
+TRIGGER_END = "# END GENERATED: trigger index"
+TRIGGER_BLOCK = re.compile(re.escape(TRIGGER_BEGIN) + r".*?" + re.escape(TRIGGER_END) + r"\n", re.S)
+
+
+def first_triggers(package: Path) -> dict[str, str]:
+    """Fix id -> the first trigger module of its spec, for every ``torchfix.fixes`` entry point of
+    ``package``, read from the spec's ``FixSpec(...)`` call in its module (never imported)."""
+    found = {}
+    for fix_id, value in fix_entry_points(package).items():
+        module, _, attr = value.partition(":")
+        path = package / "src" / Path(*module.split(".")).with_suffix(".py")
+        triggers = _literal_keyword(path, attr, "triggers")
+        if not triggers or not isinstance(triggers, (tuple, list)) or not isinstance(triggers[0], str):
+            raise SystemExit(f"{path}: {attr} = FixSpec(...) must declare triggers= as a literal tuple of module names")
+        found[fix_id] = triggers[0]
+    return found
+
+
+def _literal_keyword(path: Path, attr: str, keyword: str) -> object:
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets):
+            if isinstance(node.value, ast.Call):
+                for kw in node.value.keywords:
+                    if kw.arg == keyword:
+                        try:
+                            return ast.literal_eval(kw.value)
+                        except ValueError:
+                            break
+    raise SystemExit(f"{path}: no `{attr} = FixSpec(..., {keyword}=<literal>, ...)` found")
+
+
+def render_trigger_index(package: Path, current: str) -> str:
+    lines = [
+        f"{TRIGGER_BEGIN} (scripts/generate.py): the first trigger of each fix, read by torchfix-core",
+        '[project.entry-points."torchfix.triggers"]',
+        *(f'{fix_id} = "{module}"' for fix_id, module in first_triggers(package).items()),
+        TRIGGER_END,
+    ]
+    block = "\n".join(lines) + "\n"
+    if TRIGGER_BLOCK.search(current):
+        return TRIGGER_BLOCK.sub(lambda _: block, current, count=1)
+    block += "\n"
+    anchor = current.find("\n[tool.hatch.version]")
+    if anchor < 0:
+        raise SystemExit(f"{package / 'pyproject.toml'}: no [tool.hatch.version] table to put the trigger index before")
+    return current[: anchor + 1] + block + current[anchor + 1 :]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if a generated file is stale")
@@ -59,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         ALL_PYPROJECT: (current, render_all_pyproject(current)),
         FAMILY_MODULE: (FAMILY_MODULE.read_text() if FAMILY_MODULE.is_file() else "", render_family_module()),
     }
+    for package in fix_packages():
+        pyproject = package / "pyproject.toml"
+        text = pyproject.read_text()
+        targets[pyproject] = (text, render_trigger_index(package, text))
     stale = [path for path, (now, wanted) in targets.items() if now != wanted]
     if args.check:
         for path in stale:

@@ -152,6 +152,24 @@ def test_compatibility_page_is_current_and_drift_is_caught() -> None:
     assert any("on transformer_engine" in p and "range >=9.0" in p for p in problems), problems
 
 
+def test_a_partial_cell_rerun_keeps_the_reports_it_did_not_rerun() -> None:
+    """``MATRIX_ONLY`` re-runs of a cell replace only the directories they ran; states are the new run's."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import compatibility
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    counts = {"tests": 3, "failures": 0, "errors": 0, "skipped": 0, "passed": 3}
+    old = {"commit": "aaa", "states": {"x": {"state": "applied"}}, "reports": {"p": counts, "q": counts}, "notes": ""}
+    new = {"commit": "bbb", "states": {"x": {"state": "not-needed"}}, "reports": {"q": {**counts, "passed": 2}}}
+    merged = compatibility.merge_partial(old, {**new, "notes": "only q"})
+    assert merged["reports"] == {"p": counts, "q": {**counts, "passed": 2}}
+    assert merged["commit"] == "aaa+bbb"
+    assert merged["states"] == new["states"] and merged["notes"] == "only q"
+    whole = compatibility.merge_partial(old, {**new, "reports": {"p": counts, "q": counts}, "notes": ""})
+    assert whole["commit"] == "bbb"
+
+
 def test_workflow_matrices_match_the_noxfile() -> None:
     """The workflow's job matrices (torch, Python, TransformerEngine) list what noxfile.py runs."""
     noxfile = (ROOT / "noxfile.py").read_text()

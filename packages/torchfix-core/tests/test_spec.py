@@ -53,7 +53,9 @@ def _spec(**extra: object) -> FixSpec:
     return FixSpec(**fields)  # type: ignore[arg-type]
 
 
-def test_fix_spec_is_an_immutable_slotted_record_with_value_equality() -> None:
+def test_fix_spec_is_a_frozen_slotted_dataclass_with_value_equality() -> None:
+    import dataclasses
+
     targets = {"torch": ">=2.5"}
     spec = _spec(targets=targets)
     targets["torch"] = "<1.0"  # the caller's dict is copied
@@ -65,6 +67,11 @@ def test_fix_spec_is_an_immutable_slotted_record_with_value_equality() -> None:
     assert not hasattr(spec, "__dict__")  # slotted
     with pytest.raises(TypeError):
         FixSpec("my-fix", "s", "m:C", "d", {}, ("m",))  # type: ignore[misc]  # keywords only
+    assert dataclasses.is_dataclass(spec) and dataclasses.is_dataclass(EnvSwitch("TORCHFIX_MY_FIX_X", True, "h"))
+    assert [f.name for f in dataclasses.fields(spec)][:2] == ["id", "summary"]
+    assert dataclasses.replace(spec, order=5) == _spec(order=5)  # replace() validates and normalizes too
+    with pytest.raises(ValueError, match="trigger"):
+        dataclasses.replace(spec, triggers=[])
 
 
 def test_fix_spec_refuses_bad_declarations() -> None:

@@ -27,16 +27,17 @@ if TYPE_CHECKING:
     from torchfix_core._env import TorchfixConfigWarning
     from torchfix_core._import_hooks import when_imported
     from torchfix_core._registry import TorchfixError, apply, revert, status
+    from torchfix_core._states import STATES, ActivationSource, FixState
     from torchfix_core._status import Activation, FixStatus
     from torchfix_core.fix import Fix, ProbeResult
     from torchfix_core.patching import PatchRefused, PatchSet
-    from torchfix_core.spec import STATES, ActivationSource, EnvSwitch, FixSpec, FixState
+    from torchfix_core.spec import EnvSwitch, FixSpec
     from torchfix_core.version import __version__
 
 #: public name -> the module that defines it (imported on first access)
 _LAZY = {
     "Activation": "torchfix_core._status",
-    "ActivationSource": "torchfix_core.spec",
+    "ActivationSource": "torchfix_core._states",
     "TorchfixConfigWarning": "torchfix_core._env",
     "when_imported": "torchfix_core._import_hooks",
     "TorchfixError": "torchfix_core._registry",
@@ -47,10 +48,10 @@ _LAZY = {
     "PatchRefused": "torchfix_core.patching",
     "PatchSet": "torchfix_core.patching",
     "ProbeResult": "torchfix_core.fix",
-    "STATES": "torchfix_core.spec",
+    "STATES": "torchfix_core._states",
     "EnvSwitch": "torchfix_core.spec",
     "FixSpec": "torchfix_core.spec",
-    "FixState": "torchfix_core.spec",
+    "FixState": "torchfix_core._states",
     "FixStatus": "torchfix_core._status",
     "__version__": "torchfix_core.version",
 }

@@ -10,7 +10,7 @@ environment, load data-only fix specs, register post-import hooks. It never impo
 
 This module owns the activation record: :func:`record` is the only writer, :func:`current` the
 reader (the registry, doctor and tests call them; nothing else stores it). Its source is an
-:class:`~torchfix_core.spec.ActivationSource` (re-exported here).
+:class:`~torchfix_core._states.ActivationSource` (re-exported here).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from torchfix_core.spec import ActivationSource
+from torchfix_core._states import ActivationSource
 
 if TYPE_CHECKING:
     from torchfix_core._status import Activation

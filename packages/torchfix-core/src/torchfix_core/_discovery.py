@@ -12,11 +12,17 @@ from __future__ import annotations
 import heapq
 import os
 import sys
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from torchfix_core.spec import FixSpec
+if TYPE_CHECKING:
+    from torchfix_core.spec import FixSpec
 
 GROUP = "torchfix.fixes"
+#: The trigger index: for each fix id of ``torchfix.fixes``, the same distribution registers
+#: ``<id> = <module>`` here, the first of the spec's ``triggers`` (written into each package's
+#: pyproject.toml by ``scripts/generate.py`` from its specs; CI checks it for drift). It lets
+#: activation wait for the first trigger module without loading any spec (:func:`wake_modules`).
+TRIGGERS_GROUP = "torchfix.triggers"
 #: Entry points of this group load a mapping ``fix id -> distribution``: the members of a family of
 #: fixes (torchfix-all registers its generated list). ``status()`` shows a member that is not
 #: installed as ``not-installed``, and a fix may name a member in ``after`` without it being
@@ -120,6 +126,8 @@ def _entry_points_in(text: str, group: str, path: str) -> list[EntryPoint]:
 
 
 def _load(entry_point: object) -> Discovered:
+    from torchfix_core.spec import FixSpec
+
     name: str = entry_point.name  # type: ignore[attr-defined]
     try:
         spec = entry_point.load()  # type: ignore[attr-defined]
@@ -141,17 +149,26 @@ def _load(entry_point: object) -> Discovered:
 
 def scan_entry_points(group: str = GROUP, path: Sequence[str] | None = None) -> list[object]:
     """The entry points of ``group`` installed on ``path`` (default ``sys.path``), first
-    distribution of a name wins, exactly as :func:`importlib.metadata.entry_points` decides.
+    distribution of a name wins, exactly as :func:`importlib.metadata.entry_points` decides
+    (:func:`scan_groups` with one group)."""
+    return scan_groups((group,), path)[group]
+
+
+def scan_groups(groups: Sequence[str], path: Sequence[str] | None = None) -> dict[str, list[object]]:
+    """The entry points of each of ``groups`` installed on ``path`` (default ``sys.path``), in one
+    pass over the distributions; first distribution of a name wins, exactly as
+    :func:`importlib.metadata.entry_points` decides.
 
     ``importlib.metadata`` parses every distribution's METADATA to learn its name, which costs
     milliseconds at ``import torch``; this scan takes the name from the ``.dist-info`` directory
     (normalized as in PEP 503), reads ``entry_points.txt`` only (as bytes, parsed only when it
-    names the group) and returns :class:`EntryPoint` records whose distribution is read lazily.
-    Path entries that are not directories (zip files, eggs) are handed to ``importlib.metadata``.
+    names one of the groups) and returns :class:`EntryPoint` records whose distribution is read
+    lazily. Path entries that are not directories (zip files, eggs) are handed to
+    ``importlib.metadata``.
     """
-    found: list[object] = []
+    found: dict[str, list[object]] = {group: [] for group in groups}
     seen: set[str] = set()
-    header = f"[{group}]".encode()
+    headers = [(group, f"[{group}]".encode()) for group in groups]
     for entry in sys.path if path is None else path:
         directory = entry or "."
         try:
@@ -164,7 +181,9 @@ def scan_entry_points(group: str = GROUP, path: Sequence[str] | None = None) -> 
                     key = _normalize(dist.metadata["Name"] or "")
                     if key not in seen:
                         seen.add(key)
-                        found.extend(ep for ep in dist.entry_points if ep.group == group)
+                        for ep in dist.entry_points:
+                            if ep.group in found:
+                                found[ep.group].append(ep)
             continue
         # sorted: the cached listing is a set, and which of two same-named distributions in one
         # directory wins (and names a duplicate first) must not depend on hash order
@@ -179,9 +198,34 @@ def scan_entry_points(group: str = GROUP, path: Sequence[str] | None = None) -> 
                     data = fh.read()
             except OSError:
                 continue
-            if header in data:
-                found.extend(_entry_points_in(data.decode("utf-8"), group, info))
+            for group, header in headers:
+                if header in data:
+                    found[group].extend(_entry_points_in(data.decode("utf-8"), group, info))
     return found
+
+
+def wake_modules(fixes: Iterable[object], triggers: Iterable[object]) -> list[str] | None:
+    """The modules whose import must wake a deferred activation: for every fix entry point, the
+    trigger its own distribution publishes in :data:`TRIGGERS_GROUP`. None when any fix lacks
+    one (a plugin built without the index, or an index that names a malformed module): then the
+    specs must be loaded now, as without an index."""
+    published = {(_dist_key(ep), getattr(ep, "name", None)): getattr(ep, "value", "") for ep in triggers}
+    modules: set[str] = set()
+    for ep in fixes:
+        module = str(published.get((_dist_key(ep), getattr(ep, "name", None)), "")).strip()
+        if not module or not all(part.isidentifier() for part in module.split(".")):
+            return None
+        modules.add(module)
+    return sorted(modules)
+
+
+def _dist_key(entry_point: object) -> object:
+    """Which distribution an entry point belongs to, without reading its metadata."""
+    path = getattr(entry_point, "_path", None)
+    if path is not None:
+        return path
+    dist = getattr(entry_point, "dist", None)  # an importlib.metadata.EntryPoint (zip, egg)
+    return getattr(dist, "_path", id(dist))
 
 
 def _listdir(entry: str, directory: str) -> Iterable[str]:

@@ -45,7 +45,7 @@ def _torch_info() -> dict[str, Any]:
 def _resolve(rows: list[Any]) -> dict[str, str]:
     """Import the triggers of pending fixes; returns trigger -> error for those that failed."""
     from torchfix_core import _registry
-    from torchfix_core.spec import FixState
+    from torchfix_core._states import FixState
 
     errors: dict[str, str] = {}
     for row in rows:

@@ -64,6 +64,24 @@ def requested_activation_source(environ: Mapping[str, str] | None = None) -> str
     return raw if raw in ACTIVATION_SOURCES else ACTIVATION_SOURCES[0]
 
 
+def quiet(environ: Mapping[str, str] | None = None) -> bool:
+    """True when no ``TORCHFIX_*`` variable asks for anything or could be malformed: each one set
+    is ``TORCHFIX_AUTOLOAD`` with a true word or ``TORCHFIX_ACTIVATION_SOURCE`` with an accepted
+    value. Only then may activation defer reading the settings (:func:`read_settings` needs the
+    fixes' specs for their own switches), so that every warning about the environment is still
+    given at ``import torch``."""
+    env = os.environ if environ is None else environ
+    for name, raw in env.items():
+        if not name.startswith(PREFIX):
+            continue
+        if name == "TORCHFIX_AUTOLOAD" and parse_bool_word(raw) is True:
+            continue
+        if name == "TORCHFIX_ACTIVATION_SOURCE" and raw.strip() in ACTIVATION_SOURCES:
+            continue
+        return False
+    return True
+
+
 class TorchfixConfigWarning(UserWarning):
     """A ``TORCHFIX_*`` variable had a value torchfix could not use; it was ignored."""
 

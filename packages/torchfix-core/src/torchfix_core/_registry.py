@@ -18,16 +18,17 @@ import importlib.util
 import logging
 import sys
 from types import ModuleType
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-from torchfix_core import _activation, _env, _import_hooks
+from torchfix_core import _activation, _discovery, _env, _import_hooks
 from torchfix_core._activation import ActivationSource
 from torchfix_core._discovery import Discovered, discover, family
-from torchfix_core.spec import PATCH_LOCK, FixSpec, FixState
+from torchfix_core._states import PATCH_LOCK, FixState
 
 if TYPE_CHECKING:
     from torchfix_core._status import FixStatus
     from torchfix_core.fix import Fix
+    from torchfix_core.spec import FixSpec
 
 APPLIED = FixState.APPLIED
 PENDING = FixState.PENDING
@@ -75,6 +76,11 @@ class _State:
         self.settings: _env.Settings | None = None
         self.activating = False
         self.target_override: dict[str, dict[str, str]] = {}
+        # a deferred activation: the entry points scanned at activation, the trigger index
+        # (fix id -> module) and the wake callback registered on the index's modules
+        self.scanned: list[object] | None = None
+        self.index: dict[str, str] = {}
+        self.wake: Callable[[ModuleType], None] | None = None
 
 
 _state = _State()
@@ -86,10 +92,11 @@ def _set(entry: _Entry, state: FixState, reason: str) -> None:
 
 
 def entries() -> dict[str, _Entry]:
-    """Discover once per process (cheap: entry points and data-only specs)."""
+    """Discover once per process (cheap: entry points and data-only specs). Finishes a deferred
+    activation first (:func:`activate`): whoever asks for the fixes sees them scheduled."""
     with PATCH_LOCK:
         if _state.entries is None:
-            found = discover()
+            found = discover(_state.scanned)
             _state.entries = {d.id: _Entry(d) for d in found}
             specs = [e.item.spec for e in _state.entries.values() if e.item.spec is not None]
             switches = [switch for spec in specs for switch in spec.switches]
@@ -100,6 +107,8 @@ def entries() -> dict[str, _Entry]:
             for entry in _state.entries.values():
                 if entry.state == FAILED:
                     _env.warn_once(f"torchfix: fix {entry.id!r} is broken: {entry.reason}")
+        if _state.wake is not None:
+            _finish_deferred(_state.entries)
         return _state.entries
 
 
@@ -328,21 +337,84 @@ def status() -> list[FixStatus]:
 
 
 def activate(source: ActivationSource) -> None:
-    """Discover and schedule every fix; never raises except in strict mode. Re-entry is a no-op."""
+    """Discover and schedule every fix; never raises except in strict mode. Re-entry is a no-op.
+
+    Deferred when it can be: if every installed fix publishes its first trigger module in the
+    trigger index (entry-point group ``torchfix.triggers``), none of those modules is imported yet
+    and no ``TORCHFIX_*`` variable asks for anything (:func:`torchfix_core._env.quiet`), activation
+    only registers one post-import hook on those modules and returns, without loading a single
+    spec. The first of them to be imported (or the first call that asks for the fixes: status,
+    apply, revert, doctor) loads the specs, reads the environment and schedules every fix, exactly
+    as an immediate activation would have done at that moment. Nothing can happen to any fix
+    before one of its trigger modules is imported, so the outcome is the same; ``import torch``
+    is spared the spec loading (docs/performance.md).
+    """
     with PATCH_LOCK:
         if _state.activating or _activation.source() not in (ActivationSource.NONE, ActivationSource.OFF):
             return
         _state.activating = True
         try:
             _activation.record(source)
-            found: dict[str, bool] = {}
-            for entry in entries().values():
-                if entry.item.error:
-                    _strict_raise(entry, None, None)
-                elif entry.state == PENDING and entry.callback is None:
-                    _schedule(entry, found=found)
+            if _state.entries is None and _defer():
+                return
+            _schedule_all(entries())
         finally:
             _state.activating = False
+
+
+def _defer() -> bool:
+    """Arm a deferred activation (see :func:`activate`); False when the specs must load now."""
+    if not _env.quiet():
+        return False
+    scanned = _discovery.scan_groups((_discovery.GROUP, _discovery.TRIGGERS_GROUP))
+    _state.scanned = fixes = scanned[_discovery.GROUP]
+    wake = _discovery.wake_modules(fixes, scanned[_discovery.TRIGGERS_GROUP])
+    if not fixes or wake is None or any(name in sys.modules for name in wake):
+        return False
+    _state.index = {str(ep.name): str(ep.value).strip() for ep in scanned[_discovery.TRIGGERS_GROUP]}  # type: ignore[attr-defined]
+    _state.wake = _wake
+    for name in wake:
+        _import_hooks.when_imported(name, _wake, _on_wake_error)
+    return True
+
+
+def _wake(_module: ModuleType) -> None:
+    """Post-import hook of a deferred activation: load the specs and schedule every fix."""
+    entries()
+
+
+def _on_wake_error(exc: BaseException) -> None:
+    if isinstance(exc, TorchfixError):
+        raise exc
+    _activation.record(ActivationSource.FAILED, f"deferred activation raised {type(exc).__name__}: {exc}")
+    log.warning("torchfix: activation failed: %s: %s", type(exc).__name__, exc)
+
+
+def _finish_deferred(found: dict[str, _Entry]) -> None:
+    """Disarm the wake hook and schedule every fix (first caller of :func:`entries` after a
+    deferred activation); a spec whose first trigger differs from its index entry is reported."""
+    wake, _state.wake = _state.wake, None
+    if wake is not None:
+        _import_hooks.cancel(wake)
+    for entry in found.values():
+        published = _state.index.get(entry.id)
+        if entry.item.spec is not None and published is not None and published != entry.spec.triggers[0]:
+            _env.warn_once(
+                f"torchfix: fix {entry.id!r} publishes trigger {published!r} in its distribution's "
+                f"torchfix.triggers entry point but its spec's first trigger is {entry.spec.triggers[0]!r}; "
+                "reinstall the package (its metadata is stale)"
+            )
+    _schedule_all(found)
+
+
+def _schedule_all(found: dict[str, _Entry]) -> None:
+    """Schedule every discovered fix that waits (what activation does)."""
+    libraries: dict[str, bool] = {}
+    for entry in found.values():
+        if entry.item.error:
+            _strict_raise(entry, None, None)
+        elif entry.state == PENDING and entry.callback is None:
+            _schedule(entry, found=libraries)
 
 
 def override_targets_for_tests(fix_id: str, targets: dict[str, str]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from torchfix_core.spec import ActivationSource, FixState
+from torchfix_core._states import ActivationSource, FixState
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 
-from torchfix_core.spec import StrEnum
+from torchfix_core._states import StrEnum
 
 
 class Verdict(StrEnum):

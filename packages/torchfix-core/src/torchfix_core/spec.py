@@ -2,25 +2,23 @@
 
 A fix package's ``package.py`` builds one :class:`FixSpec` (and the :class:`EnvSwitch` records it
 declares) and nothing else. Loading it must not import torch, the patched library, or the fix's
-implementation: this module imports only the standard library (modules torch has loaded already),
-so that discovery at ``import torch`` costs microseconds per fix.
+implementation: this module imports only the standard library.
 
-Also here, because activation needs them (one module: each module costs ~0.1 ms at ``import torch``):
-the state types :class:`FixState` (every state a fix can be in) and :class:`ActivationSource` (how
-activation happened), both ``str`` enums whose members equal, print as and serialize (JSON) as their
-value, and :data:`PATCH_LOCK`. The records that only the implementation
-side and ``status()`` use (:class:`~torchfix_core.fix.ProbeResult`,
-:class:`~torchfix_core._status.FixStatus`, frozen slotted dataclasses) live in the modules that use
-them and are not imported at ``import torch``.
+Both records are frozen slotted dataclasses. Creating a dataclass costs code generation (about
+0.5-0.75 ms for these two on Python 3.11), which is why activation at ``import torch`` does not
+import this module when it can defer loading the specs (docs/design.md, "Activation"): it reads
+the fixes' trigger modules from entry-point metadata instead.
+
+The state types (:class:`FixState`, :class:`ActivationSource`, :data:`STATES`) and
+:data:`PATCH_LOCK` are defined in :mod:`torchfix_core._states` and re-exported here.
 """
 
 from __future__ import annotations
 
-import collections
-import enum
-import sys
-import threading
-from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Sequence
+import dataclasses
+from typing import Callable, Mapping
+
+from torchfix_core._states import PATCH_LOCK, STATES, ActivationSource, FixState, StrEnum
 
 __all__ = [
     "PATCH_LOCK",
@@ -34,97 +32,20 @@ __all__ = [
     "lazy_version",
 ]
 
-#: Held while any torchfix patch or revert runs, and by the registry around state changes
-#: (re-entrant). Public as :data:`torchfix_core.patching.PATCH_LOCK`; defined here, in the one
-#: module that discovery loads anyway, so that activation at ``import torch`` does not have to
-#: import the patching layer.
-PATCH_LOCK = threading.RLock()
 
-
-if sys.version_info >= (3, 11):
-    from enum import StrEnum
-else:  # Python 3.10: the same behaviour
-
-    class StrEnum(str, enum.Enum):
-        """``enum.StrEnum`` of Python 3.11: members equal, print as and format as their value."""
-
-        def __str__(self) -> str:
-            return str(self.value)
-
-        def __format__(self, format_spec: str) -> str:
-            return format(str(self.value), format_spec)
-
-
-class FixState(StrEnum):
-    """Every state a fix can be in, as shown by :func:`torchfix_core.status` and ``torchfix-doctor``."""
-
-    APPLIED = "applied"
-    PENDING = "pending"
-    NOT_NEEDED = "not-needed"
-    OUT_OF_RANGE = "out-of-range"
-    DISABLED = "disabled"
-    FAILED = "failed"
-    NOT_INSTALLED = "not-installed"
-
-
-#: every state, in the order doctor explains them (``tuple(FixState)``)
-STATES = tuple(FixState)
-
-
-class ActivationSource(StrEnum):
-    """How torchfix was (or was not) activated in this process."""
-
-    NONE = "none"  # not activated (yet)
-    OFF = "off"  # turned off (TORCHFIX_AUTOLOAD=0, or torch's autoload off without torchfix_core.auto)
-    FAILED = "failed"  # activation raised; torch still imported
-    TORCH_BACKENDS = "torch.backends"
-    AUTO = "torchfix_core.auto"
-    LAUNCHER = "torchfix-run"
-    API = "api"
-
-    @property
-    def active(self) -> bool:
-        """True when activation ran (fixes were discovered and scheduled)."""
-        return self not in (ActivationSource.NONE, ActivationSource.OFF, ActivationSource.FAILED)
-
-
-if TYPE_CHECKING:  # the typed view of the records below
-
-    class _EnvSwitchFields(NamedTuple):
-        name: str
-        default: bool
-        help: str
-
-    class _FixSpecFields(NamedTuple):
-        id: str
-        summary: str
-        implementation: str
-        distribution: str
-        targets: Mapping[str, str]
-        triggers: tuple[str, ...]
-        order: int
-        after: tuple[str, ...]
-        upstream: tuple[str, ...]
-        switches: tuple[EnvSwitch, ...]
-
-else:  # the same records, built with collections.namedtuple (a third of typing.NamedTuple's cost)
-    _EnvSwitchFields = collections.namedtuple("EnvSwitch", "name default help")
-    _FixSpecFields = collections.namedtuple(
-        "FixSpec", "id summary implementation distribution targets triggers order after upstream switches"
-    )
-
-
-class EnvSwitch(_EnvSwitchFields):
+@dataclasses.dataclass(frozen=True, slots=True)
+class EnvSwitch:
     """A boolean environment variable a fix reads itself (e.g. ``TORCHFIX_MY_FIX_STRICT``).
 
     Declared in the fix's :class:`FixSpec` (``switches=``) so that the core knows the variable: it
     is not reported as unknown, and a malformed value gets one :class:`TorchfixConfigWarning` and a
     doctor line, like the core's own variables. The fix reads it with :meth:`is_on`, which never
     raises (a malformed value means ``default``). ``name`` must start with ``TORCHFIX_<ID>_``
-    (the owning fix's id upper-cased, ``-`` -> ``_``). An immutable record (a NamedTuple, not a
-    dataclass, for the reason given under :class:`FixSpec`)."""
+    (the owning fix's id upper-cased, ``-`` -> ``_``)."""
 
-    __slots__ = ()
+    name: str
+    default: bool
+    help: str
 
     def is_on(self, environ: Mapping[str, str] | None = None) -> bool:
         """The switch's value now (``os.environ`` by default): read on every call, so a test or a
@@ -142,9 +63,10 @@ def env_prefix(fix_id: str) -> str:
     return f"TORCHFIX_{fix_id.upper().replace('-', '_')}_"
 
 
-class FixSpec(_FixSpecFields):
-    """Metadata of one fix: an immutable, slotted record with value equality and a field-by-field
-    repr, built with keyword arguments and validated when built.
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class FixSpec:
+    """Metadata of one fix: a frozen slotted dataclass, built with keyword arguments and validated
+    when built (``ValueError`` naming the fix).
 
     Args:
         id: the fix id; must equal the entry-point name in group ``torchfix.fixes``.
@@ -157,58 +79,51 @@ class FixSpec(_FixSpecFields):
             range the fix is ``out-of-range`` unless forced; the probe decides inside it.
         triggers: modules that must all be imported before the fix is applied. The fix is applied
             the moment the last one finishes importing (at once if they already are). Pick the
-            module that defines the patched object, so that activation never imports it.
+            module that defines the patched object, so that activation never imports it. The first
+            one is also published as the distribution's ``torchfix.triggers`` entry point
+            (``scripts/generate.py``), which lets activation wait without loading this spec.
         order: smaller applies first; ties are broken by id.
         after: ids of fixes that must be applied before this one when both apply.
         upstream: links to the upstream issue / pull request the fix backports.
         switches: the fix's own environment variables (besides ``TORCHFIX_<ID>_ENABLED``, which
             every fix has).
 
-    A NamedTuple, not a dataclass, on purpose: every fix package builds its spec at ``import torch``,
-    and a frozen slotted dataclass costs about 0.75 ms of code generation when its class is created
-    (measured on torch 2.13 / Python 3.11, docs/performance.md), a third of activation's 2 ms budget;
-    this record gives the same guarantees (immutable, no ``__dict__``, ``==`` by value, repr) for
-    about 0.15 ms. Being a tuple it also unpacks and indexes; use the field names.
+    Sequences are stored as tuples and ``targets`` as a copy, so a caller's list or dict cannot
+    change the spec afterwards.
     """
 
-    __slots__ = ()
+    id: str
+    summary: str
+    implementation: str
+    distribution: str
+    targets: Mapping[str, str]
+    triggers: tuple[str, ...]
+    order: int = 100
+    after: tuple[str, ...] = ()
+    upstream: tuple[str, ...] = ()
+    switches: tuple[EnvSwitch, ...] = ()
 
-    def __new__(
-        cls,
-        *,
-        id: str,
-        summary: str,
-        implementation: str,
-        distribution: str,
-        targets: Mapping[str, str],
-        triggers: Sequence[str],
-        order: int = 100,
-        after: Sequence[str] = (),
-        upstream: Sequence[str] = (),
-        switches: Sequence[EnvSwitch] = (),
-    ) -> FixSpec:
-        if ":" not in implementation:
-            raise ValueError(f"FixSpec {id!r}: implementation must be 'module:attribute', got {implementation!r}")
-        if not triggers:
-            raise ValueError(f"FixSpec {id!r}: at least one trigger module is required")
-        prefix = env_prefix(id)
-        for switch in switches:
+    def __post_init__(self) -> None:
+        if ":" not in self.implementation:
+            raise ValueError(
+                f"FixSpec {self.id!r}: implementation must be 'module:attribute', got {self.implementation!r}"
+            )
+        if not self.triggers:
+            raise ValueError(f"FixSpec {self.id!r}: at least one trigger module is required")
+        prefix = env_prefix(self.id)
+        for switch in self.switches:
             if not isinstance(switch, EnvSwitch) or not switch.name.startswith(prefix):
-                raise ValueError(f"FixSpec {id!r}: switches must be EnvSwitch records named {prefix}*")
-        # normalized copies: a caller's list or dict cannot change the spec afterwards
-        return super().__new__(
-            cls,
-            id,
-            summary,
-            implementation,
-            distribution,
-            dict(targets),
-            tuple(triggers),
-            int(order),
-            tuple(after),
-            tuple(upstream),
-            tuple(switches),
-        )
+                raise ValueError(f"FixSpec {self.id!r}: switches must be EnvSwitch records named {prefix}*")
+        normalized = {
+            "targets": dict(self.targets),
+            "triggers": tuple(self.triggers),
+            "order": int(self.order),
+            "after": tuple(self.after),
+            "upstream": tuple(self.upstream),
+            "switches": tuple(self.switches),
+        }
+        for name, value in normalized.items():
+            object.__setattr__(self, name, value)  # frozen: the one place that sets a field
 
 
 def lazy_version(package: str) -> Callable[[str], str]:
