@@ -1,11 +1,13 @@
 """Sessions of the torchfix monorepo.
 
-    nox -t ci                    what CI runs: lint, tests, te(2.18.0), te(2.19.0)
+    nox -t ci                    what CI runs: lint, tests, te(2.18.0), te(2.19.0), te(2.20.2), ...
     nox -s tests                 every package's tests + tests/ against the default torch (2.13.0)
     nox -s "te(2.18.0)"          torchfix-fp8-recompute on one TransformerEngine release (1.13 ... 2.20)
     nox -s "tests_torch(2.15.0)" the same against another torch release (2.10 ... 2.15)
     nox -s tests_python          the same on Python 3.10 and 3.12 (default torch)
-    nox -s combinations          every non-empty subset of the five fixes, installed as real wheels
+    nox -s "combinations(2.13.0)" every fix alone, all, every pair and every subset of a group
+                                 (shared distribution/trigger/after/patch point), as real wheels
+    nox -s "combinations_powerset(2.13.0)" every non-empty subset of the fixes (opt-in)
     nox -s magi                  the MagiCompiler adapters on Magi's real source (default torch; ci)
     nox -s "magi_torch(2.10.0)"  the same against torch 2.10 / 2.11 / 2.12 (uv, opt-in)
     nox -s matrix                all of the above, then scripts/compatibility.py writes
@@ -41,7 +43,9 @@ MATRIX_PYTHONS = ["3.10", "3.12"]  # besides the default 3.11
 RESULTS = ROOT / ".matrix-results"  # one folder per matrix cell, read by scripts/compatibility.py
 
 TE_VERSIONS = ["1.13.0", "2.1.0", "2.8.0", "2.14.1", "2.18.0", "2.19.0", "2.20.2"]
-TE_IN_CI = ("2.18.0", "2.19.0")  # the last release with the bug, the first without it
+# each fix's last release with its bug and first without: fp8-recompute 2.18.0 / 2.19.0,
+# fp8-recompute-pairing 2.19.0 / 2.20.2
+TE_IN_CI = ("2.18.0", "2.19.0", "2.20.2")
 TE_PURE_PYTHON_DEPS = ["pydantic", "einops", "onnx", "onnxscript", "nvdlfw-inspect", "packaging", "numpy", "triton"]
 
 nox.options.sessions = ["lint", "tests"]
@@ -53,11 +57,21 @@ fix_packages = family.fix_packages
 
 def install_torchfix(session: nox.Session, *, fixtures: bool = True) -> None:
     """Install torchfix-core, every fix package and torchfix-all as real wheels (entry points and
-    all), plus the test-tree fixes used by the core's tests."""
-    targets = family.all_packages()
+    all), plus (``fixtures``) the test-tree fixes used by the core's tests, into
+    :func:`fixture_site`."""
+    session.install("--no-build-isolation", *map(str, family.all_packages()))
     if fixtures:
-        targets += [FIXTURES / "torchfix-demo-checkpoint", FIXTURES / "torchfix-demo-dynamo"]
-    session.install("--no-build-isolation", *map(str, targets))
+        demos = [FIXTURES / "torchfix-demo-checkpoint", FIXTURES / "torchfix-demo-dynamo"]
+        pip = ["python", "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--upgrade"]
+        session.run(*pip, "--target", str(fixture_site(session)), *map(str, demos))
+
+
+def fixture_site(session: nox.Session) -> Path:
+    """Where the test-tree fixes are installed (``pip --target``): on ``PYTHONPATH`` of
+    torchfix-core's own tests only, so that every other test runs in what a user's environment
+    holds (the real fixes, whose trigger index lets activation defer loading their specs; a
+    fixture, without an index, would make it immediate)."""
+    return Path(session.virtualenv.location) / "torchfix-test-fixtures"
 
 
 def test_dirs() -> list[Path]:
@@ -85,9 +99,11 @@ def run_pytest(session: nox.Session, cell: str | None = None) -> None:
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     failed: list[str] = []
     out = start_cell(session, cell) if cell else None
+    fixtures = fixture_site(session)
     for directory in test_dirs():
         name = directory.parent.name if directory.parent != ROOT else "cross-package"
         report = ["--junitxml", str(out / f"{name}.xml")] if out is not None else []
+        own = {"PYTHONPATH": str(fixtures)} if directory.parent == family.core() and fixtures.is_dir() else {}
         try:
             session.run(
                 "python",
@@ -99,7 +115,7 @@ def run_pytest(session: nox.Session, cell: str | None = None) -> None:
                 *report,
                 *session.posargs,
                 str(directory),
-                env=env,
+                env={**env, **own},
             )
         except nox.command.CommandFailed:
             if out is None:
@@ -156,31 +172,53 @@ def tests_python(session: nox.Session) -> None:
     run_pytest(session, cell=f"torch-{DEFAULT_TORCH}-py{python_version(session)}")
 
 
-@nox.session(venv_backend="uv|virtualenv")
-def combinations(session: nox.Session) -> None:
-    """Every non-empty subset of the five fixes (31), each installed as real wheels into its own
-    target directory on top of torch + torchfix-core (+ TransformerEngine's Python sources with the
-    test stand-ins, so that fp8-recompute's reproduction runs): discovery, order and each installed
-    fix's own reproduction (red without it, green with it) are checked per subset
-    (tests/combinations/). Results: .matrix-results/combinations/."""
-    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
+def _combinations(session: nox.Session, torch: str, selection: str) -> None:
+    """torch + torchfix-core (+ TransformerEngine's Python sources with the test stand-ins, so that
+    fp8-recompute's reproduction runs), no fix package: tests/combinations/ builds the fix
+    distributions into wheels and installs each subset into its own target directory. Results
+    (JUnit report, the selection with its groups and patch points) in .matrix-results/<cell>/."""
+    session.install(f"torch=={torch}", *TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
     session.install("--no-deps", f"transformer-engine=={TE_IN_CI[0]}")
     session.install("--no-deps", "--no-build-isolation", str(family.core()))
     session.run("python", str(PACKAGES / "torchfix-fp8-recompute" / "tests" / "te_standins" / "install.py"))
-    out = RESULTS / "combinations"
-    out.mkdir(parents=True, exist_ok=True)
-    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    cell = "combinations" if selection == "selection" else "combinations_powerset"
+    out = start_cell(session, f"{cell}-{torch}")
+    env = {
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        "COMBINATIONS_SELECTION": selection,
+        "COMBINATIONS_REPORT": str(out / "selection.json"),
+    }
     session.run(
         "python",
         "-m",
         "pytest",
         "-q",
+        "-rs",
         "--junitxml",
         str(out / "combinations.xml"),
         *session.posargs,
         str(ROOT / "tests" / "combinations"),
         env=env,
     )
+
+
+@nox.session(venv_backend="uv|virtualenv")
+@nox.parametrize("torch", [nox.param(v, id=v) for v in TORCH_MATRIX])
+def combinations(session: nox.Session, torch: str) -> None:
+    """The combination suite on one torch release: every fix alone, all of them, every pair, and
+    every subset of each group of fixes sharing a distribution, a trigger module, an ``after`` edge
+    or a patch point (tests/combinations/selection.py), each installed as real wheels; per subset,
+    discovery, order, states and each fix's own reproduction (red without it, green with it).
+    n + n(n-1)/2 + 1 subsets plus the groups' (29 for the 7 fixes); times in docs/design.md."""
+    _combinations(session, torch, "selection")
+
+
+@nox.session(venv_backend="uv|virtualenv")
+@nox.parametrize("torch", [nox.param(v, id=v) for v in TORCH_MATRIX])
+def combinations_powerset(session: nox.Session, torch: str) -> None:
+    """Opt-in: every non-empty subset of the family's fixes (2^n - 1: 127 for 7) on one torch
+    release, with the same checks as ``combinations``; times in docs/design.md."""
+    _combinations(session, torch, "powerset")
 
 
 @nox.session
@@ -194,7 +232,8 @@ def matrix(session: nox.Session) -> None:
         session.notify(f"tests_python-{python}")
     for te in TE_VERSIONS:
         session.notify(f"te({te})")
-    session.notify("combinations")
+    for torch in TORCH_MATRIX:  # notify() stops at the first session a name matches: one call per release
+        session.notify(f"combinations({torch})")
     session.notify("compatibility")
 
 
@@ -336,7 +375,8 @@ def release_tests(session: nox.Session) -> None:
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     dirs = [package / "tests"] if (package / "tests").is_dir() else []
     for directory in [*dirs, ROOT / "tests"]:
-        session.run("python", "-m", "pytest", "-q", "-m", "not gpu and not slow", str(directory), env=env)
+        own = {"PYTHONPATH": str(fixture_site(session))} if directory.parent == family.core() else {}
+        session.run("python", "-m", "pytest", "-q", "-m", "not gpu and not slow", str(directory), env={**env, **own})
 
 
 def _reachable(url: str, timeout: float = 20) -> bool:

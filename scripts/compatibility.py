@@ -119,15 +119,17 @@ def record_cells() -> list[str]:
 
     A cell that ran only some test directories (``MATRIX_ONLY``, see ``noxfile.py``: a partial
     re-run) keeps the recorded reports of the directories it did not run; its commit then reads
-    ``<old>+<new>`` and its notes must say what ran (``notes.txt``)."""
+    ``<old>+<new>`` and its notes must say what ran (``notes.txt``). A partial cell may hold only
+    ``doctor.json`` (every fix's state re-read, no test re-run)."""
     RECORDED.mkdir(parents=True, exist_ok=True)
     names = []
     for folder in sorted(p for p in RESULTS.glob("*") if p.is_dir()) if RESULTS.is_dir() else []:
-        if not any(folder.glob("*.xml")):
+        partial = (folder / "partial.txt").is_file()
+        if not any(folder.glob("*.xml")) and not (partial and (folder / "doctor.json").is_file()):
             continue
         cell = read_cell(folder)
         path = RECORDED / f"{folder.name}.json"
-        if (folder / "partial.txt").is_file() and path.is_file():
+        if partial and path.is_file():
             cell = merge_partial(json.loads(path.read_text()), cell)
         path.write_text(json.dumps(cell, indent=1, sort_keys=True) + "\n")
         names.append(folder.name)
@@ -141,7 +143,13 @@ def merge_partial(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     if not kept:
         return new
     commits = [c for c in (old["commit"], new["commit"]) if c and c != "?"]
-    return {**new, "reports": {**kept, **new["reports"]}, "commit": "+".join(dict.fromkeys(commits)) or "?"}
+    notes = " ".join(n for n in (old.get("notes", ""), new.get("notes", "")) if n)  # the kept reports' notes too
+    return {
+        **new,
+        "reports": {**kept, **new["reports"]},
+        "commit": "+".join(dict.fromkeys(commits)) or "?",
+        "notes": notes,
+    }
 
 
 def load_cells(prefix: str) -> dict[str, dict[str, Any]]:
@@ -222,18 +230,29 @@ def render(meta: dict[str, Any]) -> str:
                 seen.setdefault(f"{row['state']}: {row['reason']}", []).append(name)
         for reason, where in seen.items():
             lines.append(f"  - {', '.join(sorted(where))}: {reason}")
-    combos = load_cells("combinations").get("combinations")
     lines += ["", "## Combinations", ""]
-    if combos is not None:
+    combos = load_cells("combinations")
+    legacy = combos.pop("combinations", None)  # the suite before it selected subsets (five fixes)
+    for name, cell in sorted(combos.items()):
+        kind = "every subset" if name.startswith("combinations_powerset") else "the selection"
         lines.append(
-            f"Every non-empty subset of the five fixes (31), each installed as real wheels on torch "
-            f"{matrix_default()} (with TransformerEngine's Python sources and the test stand-ins), at commit "
-            f"`{combos['commit']}`: {describe(combos['reports'].get('combinations'))} (tests/combinations/: per "
-            "subset, doctor lists exactly the subset, none failed, in the full set's order and states, and each "
-            "installed fix's reproduction is red without it and green with it)."
+            f"- `{name}` ({kind}: every fix alone, all, every pair, every subset of a group sharing a "
+            f"distribution, trigger, `after` edge or patch point; tests/combinations/selection.py), torch "
+            f"{cell.get('torch') or '?'}, commit `{cell['commit']}`: {describe(cell['reports'].get('combinations'))}"
         )
+    if legacy is not None:
+        lines.append(
+            f"- `combinations` (before the selection: every non-empty subset of the first five fixes, 31), torch "
+            f"{matrix_default()}, commit `{legacy['commit']}`: {describe(legacy['reports'].get('combinations'))}"
+        )
+    if not combos and legacy is None:
+        lines.append("The combination suite (`nox -s combinations(<torch>)`) was not part of this run.")
     else:
-        lines.append("The combination suite (`nox -s combinations`) was not part of this run.")
+        lines += [
+            "",
+            "Per subset: doctor lists exactly the subset's fixes as active, none failed, in the full set's order "
+            "and states, and each active fix's reproduction is red without it and green with it.",
+        ]
     lines += ["", "<!-- torchfix-compatibility-metadata", json.dumps(meta, indent=1, sort_keys=True), "-->", ""]
     return "\n".join(lines)
 

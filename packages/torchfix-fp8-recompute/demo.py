@@ -26,6 +26,12 @@ sys.path.insert(0, str(HERE / "tests" / "te_standins"))
 from make_env import make_env  # noqa: E402
 
 VERSION = os.environ.get("DEMO_TE_VERSION", "2.18.0")
+PAIRING_CASES = {  # te_pairing_scenarios.py (TE PR #3394): what each case shows
+    "eval-reentrant-recompute-train": "eval() module under te.checkpoint",
+    "nograd-accumulate-reentrant": "3 checkpoints under no_grad",
+    "nograd-stale-reentrant": "recompute after a no_grad checkpoint",
+    "nested-ineligible": "inner checkpoint, no grad input",
+}
 
 
 def scenarios(python: Path, fix: bool) -> dict[str, Any]:
@@ -64,5 +70,47 @@ def main() -> None:
         print(f"{'':<20} with fix:    {describe(with_[name])}")
 
 
+def pairing_scenarios(python: Path, fix: bool) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    if not fix:
+        env["TORCHFIX_DISABLE"] = "fp8-recompute-pairing"
+    script = HERE / "tests" / "te_pairing_scenarios.py"
+    proc = subprocess.run([str(python), str(script)], env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip().splitlines()[-1:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def describe_pairing(name: str, result: dict[str, Any]) -> str:
+    if result["error"]:
+        return result["error"]
+    if "last_recompute_scale" in result:
+        rec, fwd = result["last_recompute_scale"], result["last_forward_scale"]
+        return f"recompute scale {rec} {'==' if rec == fwd else '!='} its forward's {fwd}"
+    if name == "nested-ineligible":
+        return f"(recompute region, phase) seen by the inner body: {result['observed']}"
+    return f"stashes left per module: {result['buffer_lens'] or [0]}"
+
+
+def pairing_main() -> None:
+    print(f"== fp8-recompute-pairing (TE PR #3394; TransformerEngine {VERSION} Python sources, CPU stand-in extension)")
+    try:
+        python = make_env(VERSION)
+    except Exception as exc:  # noqa: BLE001 - no uv / no registry: skip the section
+        print(f"skipped: cannot create the TE {VERSION} test environment ({type(exc).__name__}: {exc})")
+        return
+    with ThreadPoolExecutor(2) as pool:
+        without_run, with_run = (
+            pool.submit(pairing_scenarios, python, False),
+            pool.submit(pairing_scenarios, python, True),
+        )
+        without, with_ = without_run.result(), with_run.result()
+    print(f"fix state: without -> {without['fix_state']}, with -> {with_['fix_state']} ({with_['fix_reason']})")
+    for name, what in PAIRING_CASES.items():
+        print(f"{what:<40} without fix: {describe_pairing(name, without[name])}")
+        print(f"{'':<40} with fix:    {describe_pairing(name, with_[name])}")
+
+
 if __name__ == "__main__":
     main()
+    pairing_main()

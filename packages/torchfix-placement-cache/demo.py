@@ -5,6 +5,11 @@ compile ``f(x) = x * 2 + 1`` on a global ``(3, 8)`` ``Shard(0)`` DTensor (rank 0
 rank 1 holds ``(1, 8)``). Rank 0 compiles first; then rank 1 compiles. Without the fix rank 1
 loads rank 0's artifact (AOTAutograd cache false hit) and fails; with it rank 1 misses and
 compiles its own. Where the probe finds the bug absent (torch 2.11), both runs are correct.
+
+aot-bypass-key: one fresh process per run AOT-compiles ``f(x) = opaque(x) + 1``, then
+``g(x) = opaque(x) - 100`` (``opaque`` is an ``allow_in_graph`` function, so AOTAutograd cannot key
+the graphs and falls back to a nonce), seeding Python's RNG alike before each. Without the fix both
+get the key ``str(random.random())`` and ``g`` loads ``f``'s artifact; with it each gets a uuid4 key.
 """
 
 from __future__ import annotations
@@ -30,6 +35,27 @@ def _show(title: str, reports: list[dict[str, object]]) -> None:
         )
 
 
+def aot_bypass_key() -> None:
+    """The aot-bypass-key section: seeded AOT compiles of two unkeyable graphs, without and with the fix."""
+    import tempfile
+
+    from _aot_bypass_key_util import SEEDED
+    from _aot_bypass_key_util import run as run_scenario
+
+    print("== aot-bypass-key: AOTAutograd's fallback cache key (AOT precompile, CPU)")
+    start = time.perf_counter()
+    for title, fix in (("TORCHFIX_DISABLE=aot-bypass-key:", False), ("torchfix enabled", True)):
+        with tempfile.TemporaryDirectory() as cache:
+            r = run_scenario(SEEDED, Path(cache), fix=fix)
+        keys, aot = r["keys"], r["aot"]
+        label = title if not fix else f"{title} (fix state: {r['state']}):"
+        outcome = "correct" if r["g_ok"] else f"WRONG: g(ones) = {r['g_out']} (f's values; expected -98.0)"
+        print(f"  {label}")
+        print(f"    keys {keys[0]!r}, {keys[1]!r}; AOTAutograd cache hit={aot.get('autograd_cache_hit', 0)}")
+        print(f"    g compiled after f -> {outcome}")
+    print(f"  ({time.perf_counter() - start:.0f} s)")
+
+
 def main() -> None:
     print("== placement-cache: uneven DTensor shards sharing one compile cache (2 gloo ranks, CPU)")
     start = time.perf_counter()
@@ -39,6 +65,7 @@ def main() -> None:
     with_fix = run_job("uneven", world=2)
     _show(f"torchfix enabled (fix state: {with_fix[0]['fix_state']}):", with_fix)
     print(f"  ({time.perf_counter() - start:.0f} s)")
+    aot_bypass_key()
 
 
 if __name__ == "__main__":

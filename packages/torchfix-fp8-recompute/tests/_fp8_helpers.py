@@ -43,6 +43,53 @@ def run_scenarios(*, fix: bool) -> dict[str, Any]:
     return result
 
 
+def run_pairing_scenarios(*, fix: bool) -> dict[str, Any]:
+    """Run ``te_pairing_scenarios.py`` (TE PR #3394) in a fresh interpreter, with or without fp8-recompute-pairing."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    if not fix:
+        env["TORCHFIX_DISABLE"] = "fp8-recompute-pairing"
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "te_pairing_scenarios.py")], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    keep = os.environ.get("FP8_RECOMPUTE_RESULTS_DIR")
+    if keep:
+        name = f"pairing-te-{result['te']}-{'with' if fix else 'without'}-fix.json"
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        (Path(keep) / name).write_text(json.dumps(result, indent=1))
+    return result
+
+
+def pairing_out_of_range() -> str:
+    """Why fp8-recompute-pairing is outside its validated range here ("" when inside): its tests
+    then only check the ``out-of-range`` state (its scenarios use TE 2.18+'s module layout)."""
+    from importlib import metadata
+
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+    from torchfix_fp8_recompute.package import PAIRING
+
+    for dist, spec in PAIRING.targets.items():
+        name = "transformer-engine" if dist == "transformer_engine" else dist
+        try:
+            version = Version(Version(metadata.version(name)).base_version)
+        except metadata.PackageNotFoundError:
+            return f"{name} is not installed"
+        if version not in SpecifierSet(spec):
+            return f"{name} {version} is outside fp8-recompute-pairing's validated range {spec}"
+    return ""
+
+
+def te_has_pairing_fix() -> bool:
+    """TE 2.20.2+ (PR #3394): ``_CheckpointFunction.forward`` reads ``ctx.needs_input_grad`` (TE's own
+    code, not torchfix's copy, whose filename starts with ``<torchfix``)."""
+    import transformer_engine.pytorch.distributed as dist
+
+    code = dist._CheckpointFunction.forward.__code__
+    return "needs_input_grad" in code.co_names and not code.co_filename.startswith("<torchfix")
+
+
 def te_has_upstream_fix() -> bool:
     """TE 2.19+ (PR #3284): ``distributed.py`` defines ``_IN_ACTIVATION_RECOMPUTE_REGION``."""
     import transformer_engine.pytorch.distributed as dist

@@ -6,6 +6,10 @@
   ops. Only the calling thread's (thread-local) mode stacks are touched.
 * :func:`counting_mode` is a plain dispatch mode recording every op it sees (:func:`counting_mode_class`
   its class).
+* :func:`method_parameters` - the parameter names of a method defined on a class itself (the
+  layout check before wrapping it).
+* :func:`same_code` - whether two code objects are the same program (a fix that recompiles a
+  library's source checks that the unchanged source reproduces the live code first).
 
 What a probe checks belongs to the fix that needs it; nothing here knows a fix. Imported only by
 fix implementations when they are probed, never at activation: every function imports torch inside.
@@ -13,6 +17,8 @@ fix implementations when they are probed, never at activation: every function im
 
 from __future__ import annotations
 
+import inspect
+import types
 from typing import Any, Callable
 
 from torchfix_core.patching import PatchRefused
@@ -50,3 +56,33 @@ def counting_mode_class() -> type:
 def counting_mode() -> Any:
     """An instance of :func:`counting_mode_class`: a plain mode recording every op in ``.seen``."""
     return counting_mode_class()()
+
+
+def method_parameters(owner: object, method: str) -> tuple[str, ...] | None:
+    """Parameter names of ``method`` as defined in ``owner.__dict__`` (a class's own method, not an
+    inherited one), or None when ``owner`` is not a class, does not define it, or has no signature."""
+    if not isinstance(owner, type):
+        return None
+    func = owner.__dict__.get(method)
+    if func is None:
+        return None
+    try:
+        return tuple(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def same_code(a: types.CodeType, b: types.CodeType) -> bool:
+    """Same bytecode, names, constants (nested code objects compared the same way) and flags: the
+    test that source compiled here is the program the interpreter runs (line numbers may differ)."""
+    fields = ("co_code", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_argcount")
+    fields += ("co_kwonlyargcount", "co_posonlyargcount", "co_flags", "co_name")
+    if any(getattr(a, f) != getattr(b, f) for f in fields) or len(a.co_consts) != len(b.co_consts):
+        return False
+    for x, y in zip(a.co_consts, b.co_consts):
+        if isinstance(x, types.CodeType) or isinstance(y, types.CodeType):
+            if not (isinstance(x, types.CodeType) and isinstance(y, types.CodeType) and same_code(x, y)):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True

@@ -32,7 +32,8 @@ Hazards: a TE build that renames those globals without the upstream fix is refus
 (nothing patched). Code reading ``_FP8_ACTIVATION_RECOMPUTE_ENABLED`` directly (none in TE
 1.13-2.18) would see the region flag, as upstream's ``_IN_ACTIVATION_RECOMPUTE_REGION``. The flags
 are plain module globals, as in TE, shared by all threads (autograd worker threads included).
-Not addressed (also open upstream): TE PR #3394 (stash pairing per module), TE PR #3213.
+Stash pairing per module (TE PR #3394) is the separate fix ``fp8-recompute-pairing``
+(``pairing.py``); not addressed: TE PR #3213.
 
 Upstream: https://github.com/NVIDIA/TransformerEngine/pull/3284
 """

@@ -27,3 +27,18 @@ MAGI_FIX = FixSpec(
     order=110,
     upstream=("MagiCompiler PR #89 (placement-aware cache key)",),
 )
+
+BYPASS_KEY_FIX = FixSpec(
+    id="aot-bypass-key",
+    summary="AOTAutograd's fallback cache key (AOT precompile, unkeyable graph) is a fresh uuid4, not random.random().",
+    implementation="torchfix_placement_cache.bypass_key:AotBypassKeyFix",
+    distribution="torchfix-placement-cache",
+    targets={"torch": ">=2.10,<2.16"},
+    triggers=("torch._functorch._aot_autograd.autograd_cache",),
+    order=120,
+    upstream=(
+        "https://github.com/pytorch/pytorch/pull/194451",
+        "https://github.com/pytorch/pytorch/pull/191427",
+        "https://github.com/pytorch/pytorch/issues/191323",
+    ),
+)

@@ -24,6 +24,13 @@ The patch
     cross-restart hits survive. Symbolic sizes (dynamic shapes) are hashed as their expression string,
     as torch's FX graph cache pickler does.
 
+    Where torch's own hash has no device term (torch 2.12, 2.13; decided on the live function the
+    way pytorch/pytorch#188401's test checks it: the same DTensor hashed with its local tensor on
+    ``cpu`` and on ``meta``), the wrapper also hashes ``str(local_tensor.device)``, mirroring #188401:
+    ranks on ``cuda:0`` and ``cuda:1`` with equal shards no longer share an artifact compiled for
+    one device (#188390: CUDA errors or wrong RNG state). Where torch has the term (2.14+) it is not
+    added a second time.
+
     The rank itself is deliberately not added: an artifact whose graph bakes in the rank coordinate
     (``compile_on_one_rank`` off) has a Dynamo/AOT graph that already differs per rank in the cases we
     measured (``Replicate`` -> ``Shard(0)`` redistribute: miss on every rank, torch 2.13). Frameworks
@@ -65,7 +72,10 @@ log = logging.getLogger("torchfix.placement-cache")
 KEY_VERSION = "torchfix-placement-cache/1"
 
 
-def _make_wrapper(original: Callable[[Any], str]) -> Callable[[Any], str]:
+def _make_wrapper(original: Callable[[Any], str], *, add_device: bool) -> Callable[[Any], str]:
+    """The patched key: torch's own hash + the local shape and stride (+ the local device when
+    ``add_device``, i.e. when torch's own hash has no device term: torch 2.12, 2.13)."""
+
     @functools.wraps(original)
     def _stable_hash_for_caching(self: Any) -> str:
         base = original(self)
@@ -74,6 +84,8 @@ def _make_wrapper(original: Callable[[Any], str]) -> Callable[[Any], str]:
             return base
         shape, stride = local_layout(local)
         payload = f"{base}|{KEY_VERSION}|local_shape={shape!r}|local_stride={stride!r}"
+        if add_device:  # pytorch/pytorch#188401: cache_data += str(self._local_tensor.device)
+            payload += f"|local_device={local.device}"
         return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
     return _stable_hash_for_caching
@@ -100,16 +112,41 @@ class PlacementCacheFix(Fix):
         if not isinstance(raw, types.FunctionType):
             raise PatchRefused(f"DTensor._stable_hash_for_caching is a {type(raw).__name__}, expected a function")
         found = probe_dtensor_key(dtensor)
-        if not found.ignores_local_shape:
-            return ProbeResult(False, "DTensor._stable_hash_for_caching already tells uneven local shards apart")
+        if not found.ignores_local_shape and not found.ignores_device:
+            return ProbeResult(
+                False, "DTensor._stable_hash_for_caching already tells uneven local shards and local devices apart"
+            )
+        missing = [
+            *(
+                ["rank 0's (3, 8) and rank 3's (1, 8) shard of a global (10, 8) Shard(0) tensor"]
+                if found.ignores_local_shape
+                else []
+            ),
+            *(
+                ["one shard on cpu and on meta (another device: pytorch/pytorch#188390)"]
+                if found.ignores_device
+                else []
+            ),
+        ]
         return ProbeResult(
             True,
-            "DTensor._stable_hash_for_caching gives rank 0's (3, 8) and rank 3's (1, 8) shard of a global "
-            "(10, 8) Shard(0) tensor the same AOTAutograd key: a shared cache loads the wrong artifact",
+            f"DTensor._stable_hash_for_caching gives {' and '.join(missing)} the same AOTAutograd key: "
+            "a shared cache loads the wrong artifact",
         )
 
     def apply(self) -> None:
         from torch.distributed.tensor import _api
 
-        self.patches.wrap(_api.DTensor, "_stable_hash_for_caching", _make_wrapper, signature=("self",))
-        log.debug("placement-cache: DTensor AOTAutograd keys now cover the local shape and stride")
+        from torchfix_placement_cache.probes import probe_dtensor_key
+
+        raw = _api.DTensor.__dict__.get("_stable_hash_for_caching")
+        add_device = probe_dtensor_key(_api.DTensor, raw).ignores_device
+
+        def make(original: Callable[[Any], str]) -> Callable[[Any], str]:
+            return _make_wrapper(original, add_device=add_device)
+
+        self.patches.wrap(_api.DTensor, "_stable_hash_for_caching", make, signature=("self",))
+        log.debug(
+            "placement-cache: DTensor AOTAutograd keys now cover the local shape and stride%s",
+            " and the local device" if add_device else "",
+        )

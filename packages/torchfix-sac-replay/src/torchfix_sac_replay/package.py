@@ -26,3 +26,50 @@ FIX = FixSpec(
         "https://github.com/PrimeIntellect-ai/prime-rl/pull/3951",
     ),
 )
+
+STORAGE_KEY_FIX = FixSpec(
+    id="sac-storage-key",
+    summary=(
+        "Give every inductor_compiled_code region its own selective-checkpoint queue (torch 2.13's "
+        "_sac_storage_key), so a recompute that skips a cached region no longer pops its outputs."
+    ),
+    implementation="torchfix_sac_replay.storage_key:SacStorageKeyFix",
+    distribution="torchfix-sac-replay",
+    # 2.13-2.15 are inside on purpose: there torch has _sac_storage_key and the probe says "not-needed".
+    targets={"torch": ">=2.10,<2.16"},
+    # torch._dynamo, not torch.utils.checkpoint: `import torch` already imports torch.utils.checkpoint, and
+    # the probe's replay check dispatches through the SAC modes, whose torch._disable_dynamo layer (2.11+)
+    # imports torch._dynamo on first use. Only compiled code dispatches inductor_compiled_code, and it
+    # needs torch._dynamo first, so the patch is in place before any region is saved.
+    triggers=("torch._dynamo",),
+    order=25,
+    upstream=(
+        "https://github.com/pytorch/pytorch/issues/175258",
+        "https://github.com/pytorch/pytorch/pull/177198",
+        "https://github.com/pytorch/pytorch/pull/183080",
+    ),
+)
+
+CONTEXT_FIX = FixSpec(
+    id="backward-context",
+    summary=(
+        "Run each compiled backward in its own copy of the backward's contextvars context, so two "
+        "compiled backwards running at once (CPU + GPU, or two GPUs) no longer fail with "
+        "'cannot enter context ... is already entered'."
+    ),
+    implementation="torchfix_sac_replay.backward_context:BackwardContextFix",
+    distribution="torchfix-sac-replay",
+    # 2.11 and 2.14-2.15 are inside on purpose: there the probe decides "not-needed" (2.11 hands no
+    # context to backward; 2.14+ carries upstream's copy).
+    targets={"torch": ">=2.11,<2.16"},
+    # torch._dynamo, not the defining module torch._functorch._aot_autograd.runtime_wrappers: that one
+    # cannot be imported on its own (torch's import cycle runtime_wrappers -> torch._dynamo ->
+    # compiled_autograd -> runtime_wrappers), and torch._dynamo's import always completes it. No
+    # compiled autograd function can be built before torch._dynamo is imported.
+    triggers=("torch._dynamo",),
+    order=35,
+    upstream=(
+        "https://github.com/pytorch/pytorch/issues/185372",
+        "https://github.com/pytorch/pytorch/pull/186659",
+    ),
+)

@@ -7,8 +7,9 @@ through ``config.patch`` and the patch restores it.
 from __future__ import annotations
 
 import contextvars
-import inspect
 from typing import Any
+
+from torchfix_core.probes import method_parameters
 
 #: The parameters of ``torch.utils.checkpoint._CheckpointFrame.__init__`` the fix was written for
 #: (identical in torch 2.10, 2.11, 2.12, 2.13, 2.14.1 and 2.15.0).
@@ -36,13 +37,4 @@ def frame_init_parameters() -> tuple[str, ...] | None:
     """Parameter names of ``_CheckpointFrame.__init__``, or None when the class/method is absent."""
     import torch.utils.checkpoint as ckpt
 
-    frame = getattr(ckpt, "_CheckpointFrame", None)
-    if not isinstance(frame, type):
-        return None
-    init = frame.__dict__.get("__init__")
-    if init is None:
-        return None
-    try:
-        return tuple(inspect.signature(init).parameters)
-    except (TypeError, ValueError):
-        return None
+    return method_parameters(getattr(ckpt, "_CheckpointFrame", None), "__init__")

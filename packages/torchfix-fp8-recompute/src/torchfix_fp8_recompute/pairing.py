@@ -1,0 +1,350 @@
+"""Backport of TransformerEngine PR #3394 (after TE 2.19.0; in TE 2.20.2) to TE 2.18-2.19.
+
+FP8 delayed-scaling recompute metadata must be paired per module: every delayed-scaling module that
+runs in the first forward of an FP8 activation-recompute region stashes its scale and amax history
+(``copy_forward_fp8_meta_tensors_for_recompute``), and the recompute forward pops exactly that stash
+(``get_old_fp8_meta_tensors_for_recompute``, a per-module FIFO). TE 2.18-2.19 break the pairing two
+ways:
+
+1. ``TransformerEngineBaseModule.prepare_forward`` (``module/base.py``) stashes only
+   ``if self.training and is_fp8_activation_recompute_enabled()``, but the recompute restores
+   whenever the module runs in the recompute phase with FP8. A module in ``eval()`` under
+   ``te.checkpoint`` never stashes: its recompute raises ``KeyError:
+   'global_fp8_buffer_pos_fwd_recompute'`` (first use), ``IndexError: pop from an empty deque``
+   (after a training step), or pops a stash left by another forward (stale scale, silent).
+2. A checkpoint that no backward can reach still enters the recompute region's first phase: under
+   ``torch.no_grad()`` (reentrant and non-reentrant), or reentrant with no input requiring grad.
+   Every such call leaves one stash per module (and, reentrant, one ``is_first_fp8_module`` entry)
+   that nothing consumes: they pile up (memory), and the next real recompute pops the oldest,
+   i.e. the scale of an unrelated forward (silent). An ineligible checkpoint nested in a recompute
+   also resets the enclosing region's flags on exit.
+
+The fix, as upstream, in three functions (``PatchSet.swap_code`` of each one's code object, so every
+binding of the function object, e.g. ``te.checkpoint``, sees it):
+
+* ``module/base.py`` ``TransformerEngineBaseModule.prepare_forward``: the stash condition loses
+  ``self.training and``: every module seen in the first phase stashes, every one in the recompute
+  consumes.
+* ``distributed.py`` ``_CheckpointFunction.forward``: ``run_function`` runs inside
+  ``activation_recompute_forward(activation_recompute=True, recompute_phase=False)`` only when
+  ``any(ctx.needs_input_grad)``; otherwise the enclosing region state is inherited (upstream uses a
+  ``nullcontext``, which TE 2.18's ``distributed.py`` does not import: the backport writes the same
+  logic as an ``if``/``else``).
+* ``distributed.py`` ``checkpoint`` (the function ``torch._disable_dynamo`` wraps): entered with
+  autograd disabled, it runs ``function`` directly under the user's ``context_fn()`` forward context
+  (no recompute can ever happen), right after its native-``torch.utils.checkpoint`` fallback.
+
+How: the text of each function's module file (``linecache``, i.e. the ``.py`` file TE was imported
+from) is compiled unchanged and must reproduce each live code object exactly (bytecode, names,
+constants, flags), so the text on disk is the code that runs; then each hunk's original lines,
+matched exactly and once inside its function, are replaced and the whole module text is compiled
+again (whole-module compiles: CPython's code generation depends on module-level facts such as names
+bound by imports). Only the three new function code objects are used; they keep the originals'
+names, qualified names and free variables (none) and run with TE's module globals. Their filename is
+``<torchfix fp8-recompute-pairing: <TE file>>``, registered with ``linecache`` so tracebacks show the
+patched lines. The probe does this work once (about 0.1-0.2 s: two module compiles per file) and
+``apply`` reuses it. The probe refuses (nothing patched) when a source is missing, does not
+reproduce the live code, lacks a hunk's lines, or the patched code reads a global the module lacks.
+
+Hazards: the stash condition change makes ``eval()`` modules under ``te.checkpoint`` with FP8 keep
+their stash until the recompute (one scale/amax copy per module, as for training modules). A
+checkpoint run under ``no_grad`` no longer goes through ``_CheckpointFunction`` / the non-reentrant
+frame at all (as upstream). Independent of ``fp8-recompute`` (TE PR #3284, TE <= 2.18), which patches
+other functions; on TE 2.18 a callable opening its own autocast needs both.
+
+Upstream: https://github.com/NVIDIA/TransformerEngine/pull/3394
+"""
+
+from __future__ import annotations
+
+import builtins
+import dis
+import inspect
+import linecache
+import logging
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.probes import same_code
+
+log = logging.getLogger("torchfix.fp8-recompute-pairing")
+
+DIST = "transformer_engine.pytorch.distributed"
+BASE = "transformer_engine.pytorch.module.base"
+FIX_ID = "fp8-recompute-pairing"
+FILENAME_PREFIX = f"<torchfix {FIX_ID}: "
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One function of TE PR #3394: where it lives, the lines replaced, and the upstream marker."""
+
+    module: str
+    path: str  # display path, relative to the module
+    resolve: Callable[[types.ModuleType], Any]  # module -> the plain function object
+    old: tuple[str, ...]  # lines, indentation relative to the first one
+    new: tuple[str, ...]
+    fixed: Callable[[types.CodeType], bool]  # does the live code already carry the upstream change?
+
+
+def _prepare_forward(base: types.ModuleType) -> Any:
+    cls = getattr(base, "TransformerEngineBaseModule", None)
+    return cls.__dict__.get("prepare_forward") if isinstance(cls, type) else None
+
+
+def _checkpoint_forward(dist: types.ModuleType) -> Any:
+    cls = getattr(dist, "_CheckpointFunction", None)
+    raw = cls.__dict__.get("forward") if isinstance(cls, type) else None
+    return raw.__func__ if isinstance(raw, staticmethod) else None
+
+
+def _checkpoint(dist: types.ModuleType) -> Any:
+    """``distributed.checkpoint`` is ``torch._disable_dynamo(checkpoint)``: the function inside."""
+    outer = getattr(dist, "checkpoint", None)
+    return getattr(outer, "__wrapped__", outer)
+
+
+HUNKS: tuple[Hunk, ...] = (
+    Hunk(
+        BASE,
+        "TransformerEngineBaseModule.prepare_forward",
+        _prepare_forward,
+        old=("if self.training and is_fp8_activation_recompute_enabled():",),
+        new=("if is_fp8_activation_recompute_enabled():",),
+        fixed=lambda code: "training" not in code.co_names,
+    ),
+    Hunk(
+        DIST,
+        "_CheckpointFunction.forward",
+        _checkpoint_forward,
+        old=(
+            "with torch.no_grad(), forward_ctx:",
+            "    with activation_recompute_forward(activation_recompute=True, recompute_phase=False):",
+            "        outputs = run_function(*args, **kwargs)",
+        ),
+        new=(
+            "with torch.no_grad(), forward_ctx:",
+            "    # An ineligible nested checkpoint must inherit an enclosing recompute phase.",
+            "    if any(ctx.needs_input_grad):",
+            "        with activation_recompute_forward(activation_recompute=True, recompute_phase=False):",
+            "            outputs = run_function(*args, **kwargs)",
+            "    else:",
+            "        outputs = run_function(*args, **kwargs)",
+        ),
+        fixed=lambda code: "needs_input_grad" in code.co_names,
+    ),
+    Hunk(
+        DIST,
+        "checkpoint",
+        _checkpoint,
+        old=("from .module.base import TransformerEngineBaseModule",),
+        new=(
+            "# When checkpoint is entered with autograd disabled, run the forward directly",
+            "# to avoid unreachable FP8 recompute state. Preserve the forward context.",
+            "if not torch.is_grad_enabled():",
+            "    forward_ctx, _ = context_fn()",
+            "    with forward_ctx:",
+            "        return function(*args, **kwargs)",
+            "",
+            "from .module.base import TransformerEngineBaseModule",
+        ),
+        fixed=lambda code: "is_grad_enabled" in code.co_names,
+    ),
+)
+
+
+def _module(name: str) -> types.ModuleType:
+    module = sys.modules.get(name)
+    if module is None:  # the registry applies us only once both triggers are imported
+        raise PatchRefused(f"{name} is not imported")
+    return module
+
+
+def _function(hunk: Hunk) -> types.FunctionType:
+    func = hunk.resolve(_module(hunk.module))
+    if not isinstance(func, types.FunctionType):
+        raise PatchRefused(f"{hunk.module}.{hunk.path} is not a plain Python function (unknown TE layout)")
+    return func
+
+
+def _find(code: types.CodeType, name: str, qualname: str, line: int) -> types.CodeType | None:
+    """The code object of the function ``qualname`` defined at ``line`` inside module code ``code``."""
+    for const in code.co_consts:
+        if not isinstance(const, types.CodeType):
+            continue
+        if const.co_name == name and const.co_firstlineno == line:
+            if getattr(const, "co_qualname", qualname) == qualname:
+                return const
+        found = _find(const, name, qualname, line)
+        if found is not None:
+            return found
+    return None
+
+
+def _compile_module(lines: list[str], filename: str) -> types.CodeType:
+    """Compile a whole module text (not a function alone: CPython's code generation depends on
+    module-level facts, e.g. whether a name was bound by an import)."""
+    try:
+        return compile("".join(lines), filename, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise PatchRefused(f"{filename}: the module source does not compile ({exc})") from exc
+
+
+def _code_in(module_code: types.CodeType, func: types.FunctionType, line: int) -> types.CodeType:
+    """The code of ``func`` (same name and qualified name) defined at ``line`` of ``module_code``."""
+    code = func.__code__
+    found = _find(module_code, code.co_name, getattr(code, "co_qualname", func.__qualname__), line)
+    if found is None:
+        raise PatchRefused(f"{func.__qualname__}: not found at line {line} of its module source")
+    return found
+
+
+def _module_lines(func: types.FunctionType) -> list[str]:
+    lines = linecache.getlines(func.__code__.co_filename, func.__globals__)
+    if not lines:
+        raise PatchRefused(f"{func.__qualname__}: the source of {func.__code__.co_filename} is not available")
+    return [line if line.endswith("\n") else line + "\n" for line in lines]
+
+
+def _span(func: types.FunctionType) -> tuple[int, int]:
+    """The function's lines ``[start, stop)`` (1-based) in its module source."""
+    try:
+        lines, start = inspect.getsourcelines(func)
+    except (OSError, TypeError) as exc:
+        raise PatchRefused(f"{func.__qualname__}: source not available ({exc})") from exc
+    if start != func.__code__.co_firstlineno:
+        raise PatchRefused(f"{func.__qualname__}: source does not line up with its code (line {start})")
+    return start, start + len(lines)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _replace(lines: list[str], hunk: Hunk) -> list[str]:
+    """``lines`` with the hunk's old lines (exact text, relative indentation) replaced once."""
+    n = len(hunk.old)
+    rel = [_indent(o) for o in hunk.old]
+    matches = []
+    for i in range(len(lines) - n + 1):
+        window = lines[i : i + n]
+        if [w.strip() for w in window] != [o.strip() for o in hunk.old]:
+            continue
+        base = _indent(window[0])
+        if [_indent(w) - base for w in window] == rel:
+            matches.append(i)
+    if len(matches) != 1:
+        raise PatchRefused(
+            f"{hunk.module}.{hunk.path}: the lines {hunk.old[0]!r}... occur {len(matches)} times, expected once"
+        )
+    i = matches[0]
+    pad = " " * _indent(lines[i])
+    new = [(pad + line if line else "") + "\n" for line in hunk.new]
+    return lines[:i] + new + lines[i + n :]
+
+
+def _loaded_globals(code: types.CodeType) -> set[str]:
+    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _loaded_globals(const)
+    return {n for n in names if isinstance(n, str)}
+
+
+@dataclass
+class _Plan:
+    hunk: Hunk
+    func: types.FunctionType
+    original: types.CodeType
+    code: types.CodeType
+    filename: str
+    lines: list[str]
+
+
+def _plans() -> list[_Plan]:
+    """Validate every function and build the patched code objects (no side effects).
+
+    Per module file: the unchanged text must reproduce each live code object; all of that file's
+    hunks are then applied to one text (registered for tracebacks under one filename), compiled once.
+    """
+    groups: dict[str, list[tuple[Hunk, types.FunctionType]]] = {}
+    for hunk in HUNKS:
+        func = _function(hunk)
+        groups.setdefault(func.__code__.co_filename, []).append((hunk, func))
+    plans: list[_Plan] = []
+    for filename, items in groups.items():
+        lines = _module_lines(items[0][1])
+        unchanged = _compile_module(lines, filename)
+        spans = []
+        for hunk, func in items:
+            start, stop = _span(func)
+            if not same_code(_code_in(unchanged, func, start), func.__code__):
+                raise PatchRefused(
+                    f"{hunk.module}.{hunk.path}: its source file does not reproduce the running code "
+                    "(edited, stale or generated source); unknown TE layout"
+                )
+            spans.append((start, stop, hunk, func))
+        spans.sort(key=lambda span: span[0])
+        patched: list[str] = []
+        starts: list[int] = []
+        pos = 1
+        for start, stop, hunk, _ in spans:
+            if start < pos:
+                raise PatchRefused(f"{hunk.module}.{hunk.path}: overlaps another patched function")
+            patched += lines[pos - 1 : start - 1]
+            starts.append(len(patched) + 1)
+            patched += _replace(lines[start - 1 : stop - 1], hunk)
+            pos = stop
+        patched += lines[pos - 1 :]
+        pseudo = f"{FILENAME_PREFIX}{filename}>"
+        module_code = _compile_module(patched, pseudo)
+        for (_, _, hunk, func), start in zip(spans, starts):
+            code = _code_in(module_code, func, start)
+            if code.co_freevars != func.__code__.co_freevars:
+                raise PatchRefused(f"{hunk.module}.{hunk.path}: the patched code has other free variables")
+            missing = sorted(n for n in _loaded_globals(code) if n not in func.__globals__ and not hasattr(builtins, n))
+            if missing:
+                raise PatchRefused(f"{hunk.module}.{hunk.path}: the patched code needs globals {missing} that TE lacks")
+            plans.append(_Plan(hunk, func, func.__code__, code, pseudo, patched))
+    return plans
+
+
+class Fp8RecomputePairingFix(Fix):
+    """Stash for every module of the first phase, and only where a backward can recompute (TE PR #3394)."""
+
+    def probe(self) -> ProbeResult:
+        codes = [(hunk, _function(hunk).__code__) for hunk in HUNKS]
+        ours = [h.path for h, c in codes if c.co_filename.startswith(FILENAME_PREFIX)]
+        if len(ours) == len(HUNKS):
+            return ProbeResult(False, "the TE PR #3394 change is already in place (another copy of this fix)")
+        fixed = [h.path for h, c in codes if h.fixed(c)]
+        if len(fixed) == len(HUNKS):
+            return ProbeResult(
+                False,
+                "TE carries the upstream fix (PR #3394): prepare_forward stashes regardless of "
+                "self.training, _CheckpointFunction.forward checks ctx.needs_input_grad, checkpoint "
+                "checks torch.is_grad_enabled()",
+            )
+        if fixed:
+            raise PatchRefused(f"TE has part of PR #3394 ({', '.join(fixed)}): unknown TE layout")
+        self._plans = _plans()
+        return ProbeResult(
+            True,
+            "prepare_forward stashes FP8 recompute state only if self.training (the recompute "
+            "restores regardless), and te.checkpoint stashes where no backward can recompute",
+        )
+
+    _plans: list[_Plan] | None = None
+
+    def apply(self) -> None:
+        plans = self._plans  # the probe's, while TE's code objects are still the ones it checked
+        if not plans or any(p.func.__code__ is not p.original for p in plans):
+            plans = _plans()  # all validated before the first change
+        for plan in plans:
+            text = "".join(plan.lines)
+            linecache.cache[plan.filename] = (len(text), None, plan.lines, plan.filename)
+            self.patches.swap_code(plan.func, plan.code)
+        log.debug("patched %s", ", ".join(f"{p.hunk.module}.{p.hunk.path}" for p in plans))

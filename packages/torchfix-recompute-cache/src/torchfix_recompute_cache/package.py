@@ -1,0 +1,36 @@
+"""Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
+
+from torchfix_core.spec import EnvSwitch, FixSpec
+
+#: Turn Dynamo's LRU reordering off when the fix is applied (torchtitan PR #1991's placement) instead
+#: of at the first activation checkpoint: for recompute schemes that do not go through
+#: ``torch.utils.checkpoint`` (a framework's own re-forward).
+ALWAYS = EnvSwitch(
+    name="TORCHFIX_RECOMPUTE_CACHE_ALWAYS",
+    default=False,
+    help="turn Dynamo's LRU cache reordering off as soon as torch._dynamo is imported, not at the first checkpoint",
+)
+
+FIX = FixSpec(
+    id="recompute-cache",
+    summary=(
+        "Activation checkpoint recompute of compiled code picks the forward's graph: Dynamo's LRU "
+        "cache reordering is turned off once checkpointing is in use."
+    ),
+    implementation="torchfix_recompute_cache.patch:RecomputeCacheFix",
+    distribution="torchfix-recompute-cache",
+    # 2.10 is the first release with the switch (pytorch PR #167038); the bug is open upstream.
+    targets={"torch": ">=2.10,<2.16"},
+    # torch._dynamo, not torch.utils.checkpoint (imported by `import torch`: applying there would cost
+    # every process the patch modules). Nothing is missed: the bug needs compiled code, and on
+    # 2.10-2.15 the first checkpoint() imports torch._dynamo before it builds its saved-tensor hook.
+    triggers=("torch._dynamo",),
+    order=30,
+    upstream=(
+        "https://github.com/pytorch/pytorch/issues/166926",
+        "https://github.com/pytorch/pytorch/pull/167038",
+        "https://github.com/pytorch/torchtitan/pull/1991",
+        "https://github.com/pytorch/torchtitan/pull/2204",
+    ),
+    switches=(ALWAYS,),
+)

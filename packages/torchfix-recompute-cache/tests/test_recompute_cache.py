@@ -1,0 +1,173 @@
+"""Reproduction of pytorch#166926 on CPU (red without the fix, green with it) and the cases where the
+fix must stay out of the way. Every scenario runs in a fresh interpreter (``_scenarios.py``): Dynamo's
+cache and the LRU switch are process-wide."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from torchfix_core.testing import outside_validated_range
+
+SCENARIOS = Path(__file__).resolve().parent / "_scenarios.py"
+FIX_ID = "recompute-cache"
+IN_RANGE = outside_validated_range(FIX_ID) is None
+
+
+def run(scenario: str, fix: bool | None, backend: str = "aot_eager", **env: str) -> dict[str, Any]:
+    """Run one scenario; ``fix`` True/False enables/disables only this fix, None leaves activation off."""
+    child = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    child.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    if fix is None:
+        child["TORCHFIX_AUTOLOAD"] = "0"
+    else:
+        child.update(TORCHFIX_DISABLE="all", TORCHFIX_RECOMPUTE_CACHE_ENABLED="1" if fix else "0")
+    child.update(env)
+    proc = subprocess.run(
+        [sys.executable, str(SCENARIOS), scenario, backend], env=child, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0 and proc.stdout.strip(), f"scenario {scenario} crashed:\n{proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def assert_recompute_error(r: dict[str, Any]) -> None:
+    assert r["ok"] is False, f"the bug did not reproduce on torch {r['torch']}: {r}"
+    assert r["error_type"] == "torch.utils.checkpoint.CheckpointError", r
+    assert "Recomputed values" in r["error"] or "more tensors" in r["error"], r["error"]
+
+
+def assert_green(r: dict[str, Any]) -> None:
+    assert r["ok"] is True, f"{r.get('error_type')}: {r.get('error')}"
+    assert r["grads_match"] is True, "gradients differ from the eager reference"
+    assert r["state"] == "applied", r
+
+
+needs_range = pytest.mark.skipif(not IN_RANGE, reason=f"torch outside {FIX_ID}'s validated range")
+
+
+# -- pytorch#166926: two checkpointed blocks, one compiled function, the second block recompiles dynamic ---------
+
+
+def test_two_checkpointed_blocks_fails_without_fix() -> None:
+    r = run("two_checkpointed_blocks", fix=False)
+    assert r["state"] == "disabled"
+    assert_recompute_error(r)
+
+
+@needs_range
+def test_two_checkpointed_blocks_pass_with_fix() -> None:
+    r = run("two_checkpointed_blocks", fix=True)
+    assert_green(r)
+    assert "off since the first non-reentrant activation checkpoint" in r["reason"], r["reason"]
+    assert r["reorders"] is False  # the fix did act, process-wide
+
+
+@pytest.mark.slow
+def test_two_checkpointed_blocks_fails_without_fix_inductor() -> None:
+    assert_recompute_error(run("two_checkpointed_blocks", fix=False, backend="inductor"))
+
+
+@pytest.mark.slow
+@needs_range
+def test_two_checkpointed_blocks_pass_with_fix_inductor() -> None:
+    assert_green(run("two_checkpointed_blocks", fix=True, backend="inductor"))
+
+
+# -- why the switch stays off between regions: an uncheckpointed call recompiles between forward and recompute --
+
+
+def test_uncheckpointed_call_between_forward_and_recompute_fails_without_fix() -> None:
+    assert_recompute_error(run("checkpointed_then_plain", fix=False))
+
+
+@needs_range
+def test_uncheckpointed_call_between_forward_and_recompute_passes_with_fix() -> None:
+    assert_green(run("checkpointed_then_plain", fix=True))
+
+
+# -- out of the way --------------------------------------------------------------------------------------------
+
+
+@needs_range
+def test_no_checkpoint_keeps_lru() -> None:
+    """A process that compiles but never checkpoints keeps Dynamo's LRU reordering."""
+    r = run("no_checkpoint", fix=True)
+    assert r["state"] == "applied", r
+    assert r["reorders"] is True
+    assert "still on: no non-reentrant checkpoint forward yet" in r["reason"], r["reason"]
+
+
+@needs_range
+def test_program_that_sets_the_switch_is_left_alone() -> None:
+    """The program's own ``_set_lru_cache(True)`` wins: LRU stays on after checkpoints (and the bug
+    shows, as it would without torchfix: that is the program's choice)."""
+    r = run("program_sets_switch", fix=True)
+    assert r["reorders"] is True
+    assert "left to the program: it called _set_lru_cache(True)" in r["reason"], r["reason"]
+    assert_recompute_error(r)
+
+
+@needs_range
+def test_switch_already_off_before_apply() -> None:
+    """LRU turned off by the program before torchfix applies: where the switch reports its state
+    (torch 2.15) the probe reads it and the fix is not-needed; elsewhere it cannot be read, the fix
+    applies, and turning it off again changes nothing. The reproduction passes either way."""
+    r = run("switch_off_before_apply", fix=None)
+    assert r["state"] == ("not-needed" if r["switch_reports"] else "applied"), r
+    assert r["ok"] is True and r["grads_match"] is True, r
+    assert r["reorders"] is False
+
+
+@needs_range
+def test_always_switch_turns_lru_off_at_apply() -> None:
+    r = run("no_checkpoint", fix=True, TORCHFIX_RECOMPUTE_CACHE_ALWAYS="1")
+    assert r["state"] == "applied" and r["reorders"] is False, r
+    assert "TORCHFIX_RECOMPUTE_CACHE_ALWAYS=1" in r["reason"], r["reason"]
+
+
+@needs_range
+def test_checkpoint_inside_compile_still_works_with_fix() -> None:
+    """compile(AC(fn)) (checkpoint traced as a higher-order op, fullgraph=True) is unaffected: no
+    graph break from the wrapper, same gradients as eager."""
+    r = run("checkpoint_inside_compile", fix=True)
+    assert r["ok"] is True and r["grads_match"] is True, r
+
+
+# -- activation stays cheap -------------------------------------------------------------------------------------
+
+CHILD = r"""
+import json, sys
+import torch, torchfix_core
+before = "torch._dynamo" in sys.modules
+row = next(r for r in torchfix_core.status() if r.id == "recompute-cache")
+import torchfix_recompute_cache, torchfix_recompute_cache.package
+light = "torch._dynamo" in sys.modules
+x = torch.randn(3, requires_grad=True)
+torch.utils.checkpoint.checkpoint(torch.sin, x, use_reentrant=False).sum().backward()
+after = next(r for r in torchfix_core.status() if r.id == "recompute-cache")
+print(json.dumps({"before": before, "state": row.state, "light": light, "after": after.state, "reason": after.reason}))
+"""
+
+
+def test_activation_does_not_import_dynamo_and_first_checkpoint_is_covered() -> None:
+    """``import torch`` leaves the fix pending without importing Dynamo; the process's first
+    ``checkpoint()`` imports Dynamo (torch 2.10-2.15) before it builds its hook, so the fix is
+    applied in time to turn LRU off at that very checkpoint."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    env.update(TORCHFIX_DISABLE="all", TORCHFIX_RECOMPUTE_CACHE_ENABLED="1")
+    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["before"] is False, "import torch + torchfix activation imported torch._dynamo"
+    assert got["state"] == "pending"
+    assert got["light"] is False, "the package's data modules imported torch._dynamo"
+    if IN_RANGE:
+        assert got["after"] == "applied", got
+        assert "off since the first non-reentrant activation checkpoint" in got["reason"], got
+    else:
+        assert got["after"] == "out-of-range", got

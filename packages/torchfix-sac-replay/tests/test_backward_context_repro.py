@@ -1,0 +1,118 @@
+"""pytorch#185372 on the running torch: two compiled backwards of one ``backward()`` at the same time.
+
+Region A's compiled backward runs on the calling thread, region B's on the autograd engine's worker
+thread of a second device (torch's Python ``PrivateUse1`` backend stands in for a GPU on a CPU-only
+machine); both wait for each other inside their compiled bodies (``backward_context_scenarios.py``).
+torch 2.12 and 2.13 hand both the one ``contextvars.Context`` that ``_engine_run_backward`` stored and
+enter it with ``Context.run``: the second raises "cannot enter context ... is already entered". Each
+case runs in a fresh interpreter, every other torchfix fix disabled unless the case says so
+(``TORCHFIX_BACKWARD_CONTEXT_ENABLED=0`` = without the fix).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torchfix_core.testing import state_to_expect
+
+SCENARIOS = Path(__file__).resolve().parent / "backward_context_scenarios.py"
+FIX_ID = "backward-context"
+#: Where the reproduction fails without the fix, established by running it on each release (see
+#: docs/fixes/backward-context.md): 2.12 and 2.13 enter the shared Context; 2.11 and older store none;
+#: 2.14.1+ carry upstream's copy (PR #186659).
+AFFECTED = ("2.12.", "2.13.")
+BUG_PRESENT = torch.__version__.startswith(AFFECTED)
+#: torch 2.12+ hands the caller's context to backward's threads (the feature the bug is in); 2.11 and
+#: older do not, so there a worker thread sees a ContextVar's default (torch's behaviour, not changed).
+PROPAGATES = not torch.__version__.startswith(("2.10.", "2.11."))
+MESSAGE = "cannot enter context: <_contextvars.Context object at"
+
+
+def run(*args: str, fix: bool, sac_replay: bool = False, timeout: float = 900) -> dict[str, Any]:
+    """``backward_context_scenarios.py ARGS`` in a fresh interpreter with backward-context on or off
+    (and sac-replay on or off); every other torchfix fix disabled."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    env.update(
+        TORCHFIX_DISABLE="all",
+        TORCHFIX_BACKWARD_CONTEXT_ENABLED="1" if fix else "0",
+        TORCHFIX_SAC_REPLAY_ENABLED="1" if sac_replay else "0",
+        TORCHINDUCTOR_COMPILE_THREADS="1",
+        CUDA_VISIBLE_DEVICES="",  # the second device is the Python backend, on every machine
+    )
+    proc = subprocess.run(
+        [sys.executable, str(SCENARIOS), "--timeout", "10", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise AssertionError(f"scenario {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-6000:]}")
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+def expected_state() -> str:
+    return state_to_expect(FIX_ID, BUG_PRESENT)
+
+
+def assert_fails_with_reentry(result: dict[str, Any]) -> None:
+    assert not result["ok"], "both compiled backwards ran: the bug did not reproduce"
+    assert result["error_type"] == "builtins.RuntimeError", result
+    assert result["error"].startswith(MESSAGE), result["error"]
+    assert result["error"].endswith("is already entered"), result["error"]
+
+
+def assert_both_ran_concurrently(result: dict[str, Any]) -> None:
+    assert result["ok"], result.get("traceback")
+    assert result["grad_ok"], "gradients differ from 5 * cos(x)"
+    seen = {row["op"]: row for row in result["seen"]}
+    assert set(seen) == {"hold_backward", "from_dev"}, result["seen"]
+    # two threads (the barrier inside both compiled bodies passed: they ran at the same time) ...
+    assert seen["hold_backward"]["thread"] != seen["from_dev"]["thread"], result["seen"]
+    # ... and both still saw the ContextVar set before backward() (upstream's propagation contract);
+    # before 2.12 only the calling thread does
+    assert seen["hold_backward"]["var"] == "set-before-backward", result["seen"]
+    assert seen["from_dev"]["var"] == ("set-before-backward" if PROPAGATES else "unset"), result["seen"]
+
+
+def test_concurrent_compiled_backwards_fails_without_fix() -> None:
+    result = run(fix=False)
+    assert result["backward-context"] == "disabled"
+    if not BUG_PRESENT:
+        assert_both_ran_concurrently(result)  # nothing to fix on this torch
+        return
+    assert_fails_with_reentry(result)
+
+
+def test_concurrent_compiled_backwards_pass_with_fix() -> None:
+    result = run(fix=True)
+    assert result["backward-context"] == expected_state()
+    assert_both_ran_concurrently(result)
+
+
+def test_checkpointed_regions_fails_without_fix_even_with_sac_replay() -> None:
+    """sac-replay runs each recompute in a copy of its forward's context; that neither causes nor
+    cures the shared-Context re-entry of the compiled backwards."""
+    result = run("--checkpoint", fix=False, sac_replay=True)
+    assert result["backward-context"] == "disabled"
+    assert result["checkpoint"]
+    if not BUG_PRESENT:
+        assert_both_ran_concurrently(result)
+        return
+    assert_fails_with_reentry(result)
+
+
+@pytest.mark.parametrize("sac_replay", [True, False], ids=["sac-replay-on", "sac-replay-off"])
+def test_checkpointed_regions_pass_with_fix(sac_replay: bool) -> None:
+    result = run("--checkpoint", fix=True, sac_replay=sac_replay)
+    assert result["backward-context"] == expected_state()
+    assert (result["sac-replay"] == "disabled") is not sac_replay
+    assert_both_ran_concurrently(result)

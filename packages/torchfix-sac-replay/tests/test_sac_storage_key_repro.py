@@ -1,0 +1,117 @@
+"""pytorch/pytorch#175258 on the running torch: SAC shares one queue among compiled regions.
+
+With ``wrap_inductor_compiled_regions`` on and a SAC policy saving ``inductor_compiled_code``, a
+checkpointed function whose recompute skips a compiled region the forward ran (its result was cached
+in a dict) gets the skipped region's saved outputs for the next region: torch 2.10/2.11 raise
+``Only Tensors of floating point and complex dtype can require gradients`` (DTensor), 2.12
+``IndexError: tuple index out of range``, and with matching shapes the gradient is silently wrong.
+torch 2.13+ keys the storage per region (``_sac_storage_key``, PR #183080). Each case runs in a fresh
+interpreter (``TORCHFIX_SAC_STORAGE_KEY_ENABLED=0`` = without the fix); ``bug_present`` is the
+tests' own check (``storage_key_scenarios.replay``), not the fix's probe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from storage_key_scenarios import FIX_ID, bug_present, run
+from torchfix_core.testing import state_to_expect
+
+#: What SAC's mix-up turns into, per torch release (2.10/2.11 and 2.12 layouts).
+SYMPTOMS = {
+    "builtins.RuntimeError": "Only Tensors of floating point and complex dtype can require gradients",
+    "builtins.IndexError": "tuple index out of range",
+}
+
+
+@pytest.fixture(scope="module")
+def present() -> bool:
+    return bug_present()
+
+
+@pytest.fixture(scope="module")
+def expected_state(present: bool) -> str:
+    return state_to_expect(FIX_ID, present)
+
+
+def test_sac_replay_mixes_compiled_regions_without_fix(present: bool) -> None:
+    """The mechanism, without a compiler: region 2's replay returns region 1's saved output."""
+    result = run("replay", fix=False)
+    assert result["fix"] == "disabled"
+    assert result["mixes_regions"] is present
+    if present:
+        assert result["replayed"] == 1.0, result
+
+
+def test_sac_replay_keeps_compiled_regions_apart_with_fix(expected_state: str) -> None:
+    result = run("replay", fix=True)
+    assert result["fix"] == expected_state
+    assert result["replayed"] == 2.0, result
+    assert result["mixes_regions"] is False
+
+
+def test_cached_value_fifo_mismatch_fails_without_fix(present: bool) -> None:
+    """Upstream's regression test (test_sac_cached_value_fifo_mismatch) without the fix."""
+    result = run("upstream", fix=False)
+    assert result["fix"] == "disabled"
+    if not present:
+        assert result["ok"], result.get("traceback")  # torch 2.13+: keyed per region upstream
+        return
+    assert not result["ok"], "backward should have failed without the fix"
+    assert result["error_type"] in SYMPTOMS, result.get("traceback")
+    assert SYMPTOMS[result["error_type"]] in result["error"]
+
+
+def test_cached_value_fifo_mismatch_passes_with_fix(expected_state: str) -> None:
+    """Upstream's regression test with the fix: backward completes (upstream's assertion), and the
+    gradient is the un-checkpointed program's."""
+    result = run("upstream", fix=True)
+    assert result["fix"] == expected_state
+    assert result["ok"], result.get("traceback")
+    assert result["grad_match"], "gradient differs from the un-checkpointed program"
+
+
+def test_cached_region_gives_wrong_gradient_without_fix(present: bool) -> None:
+    """Same count, shapes and dtype of outputs: no error, a wrong gradient."""
+    result = run("silent", fix=False)
+    assert result["fix"] == "disabled"
+    assert result["ok"], result.get("traceback")
+    assert result["grad_match"] is not present, result
+
+
+def test_cached_region_gives_right_gradient_with_fix(expected_state: str) -> None:
+    result = run("silent", fix=True)
+    assert result["fix"] == expected_state
+    assert result["ok"], result.get("traceback")
+    assert result["grad_match"], result
+
+
+_UNPATCHED = r"""
+import json
+import torch, torch._dynamo, torchfix_core
+import torch.utils.checkpoint as ckpt
+from torchfix_core.testing import live_patches
+row = next(r for r in torchfix_core.status() if r.id == "sac-storage-key")
+print(json.dumps({"state": str(row.state), "reason": row.reason, "patches": len(live_patches("sac-storage-key")),
+                  "upstream_key": callable(getattr(ckpt, "_sac_storage_key", None))}))
+"""
+
+
+def test_stays_out_of_the_way_where_torch_keys_per_region(present: bool) -> None:
+    """torch 2.13+ (``_sac_storage_key``): the fix reports not-needed and patches nothing."""
+    if present:
+        pytest.skip("this torch shares one SAC queue among compiled regions: the fix is needed here")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    env.update(TORCHFIX_DISABLE="all", TORCHFIX_SAC_STORAGE_KEY_ENABLED="1")
+    proc = subprocess.run([sys.executable, "-c", _UNPATCHED], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["upstream_key"] is True
+    assert got["state"] == state_to_expect(FIX_ID, False), got
+    if got["state"] == "not-needed":
+        assert "_sac_storage_key" in got["reason"]
+    assert got["patches"] == 0, got

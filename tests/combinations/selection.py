@@ -1,0 +1,259 @@
+"""Which subsets of the family's fixes the combination suite installs (pure Python, no torch).
+
+With n fixes there are 2^n - 1 non-empty subsets (255 for 8, 4095 for 12): too many to install and
+reproduce on every torch release. :func:`select` keeps the subsets where an interaction can hide:
+
+* every fix alone, all of them together, and every pair;
+* every subset of each **group**: fixes that meet at one place, found from the fixes' own data
+  (:func:`groups`), never listed by hand:
+
+  - ``distribution``: the fixes of one distribution (installed together, switched one by one);
+  - ``trigger``: fixes whose trigger modules are the same module or one inside the other's package
+    (importing ``torch._dynamo.aot_compile`` imports ``torch._dynamo`` first, so both fixes are
+    applied from one import), connected transitively;
+  - ``after``: fixes joined by ``FixSpec.after`` edges, connected transitively;
+  - ``patch point``: fixes that patch the same attribute or function on this torch, connected
+    transitively (see :func:`point_names` and ``_patch_points.py``).
+
+A group of two adds nothing beyond its pair; a group of three or more adds its triples and up.
+
+Subsets are of **fix ids**, not of distributions: a distribution may hold several fixes. A subset
+is realized (:func:`realize`) by installing the distributions that hold its fixes and switching the
+other fixes of those distributions off (``TORCHFIX_<ID>_ENABLED=0``); so "a fix alone" is literally
+one fix active, and every distribution alone is covered too (its fixes form a ``distribution``
+group: all of them together is a subset of it).
+
+The fixes' data come from their ``package.py`` (:func:`load_facts`: each ``torchfix.fixes`` entry
+point, read with ``scripts/family.py``, is loaded from the source tree; ``package.py`` imports only
+``torchfix_core.spec``), and the patch points from a probe run on the session's torch
+(``_patch_points.py``), passed in as ``patch_points``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+import types
+from dataclasses import dataclass
+from math import comb
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+ROOT = Path(__file__).resolve().parents[2]
+
+Subset = tuple[str, ...]  # fix ids, sorted
+
+
+@dataclass(frozen=True)
+class FixFacts:
+    """What the selection needs to know about one fix."""
+
+    id: str
+    distribution: str  # the package directory name, e.g. ``torchfix-placement-cache``
+    triggers: tuple[str, ...]
+    after: tuple[str, ...] = ()
+    patch_points: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Group:
+    """Fixes that meet at one place: ``kind`` (distribution, trigger, after, patch point), ``key`` (what
+    they share: the distribution, the modules, the points) and ``members`` (sorted fix ids)."""
+
+    kind: str
+    key: str
+    members: Subset
+
+
+# ---------------------------------------------------------------------------------------- the data
+
+
+def _family() -> Any:
+    scripts = str(ROOT / "scripts")
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
+    import family
+
+    return family
+
+
+def load_specs() -> dict[str, tuple[str, Any]]:
+    """fix id -> (package directory name, its ``FixSpec``), for every ``torchfix.fixes`` entry point
+    of every fix distribution in ``packages/``, loaded from the source tree (not from what is installed)."""
+    family = _family()
+    specs: dict[str, tuple[str, Any]] = {}
+    for package in family.fix_packages():
+        modules: dict[str, types.ModuleType] = {}
+        for fix_id, target in family.fix_entry_points(package).items():
+            module_name, _, attribute = target.partition(":")
+            if module_name not in modules:
+                path = package / "src" / Path(*module_name.split(".")).with_suffix(".py")
+                loader = importlib.util.spec_from_file_location(f"_combinations_spec_{len(specs)}", path)
+                if loader is None or loader.loader is None:
+                    raise RuntimeError(f"{package.name}: cannot load {path} (entry point {fix_id} = {target})")
+                module = importlib.util.module_from_spec(loader)
+                loader.loader.exec_module(module)
+                modules[module_name] = module
+            spec = getattr(modules[module_name], attribute)
+            if spec.id != fix_id:
+                raise RuntimeError(f"{package.name}: entry point {fix_id!r} loads the spec of {spec.id!r}")
+            specs[fix_id] = (package.name, spec)
+    return dict(sorted(specs.items()))
+
+
+def load_facts(patch_points: Mapping[str, Iterable[str]] | None = None) -> list[FixFacts]:
+    """Every fix of the family (by id), with the patch points found by the probe (none when omitted)."""
+    points = patch_points or {}
+    return [
+        FixFacts(
+            id=fix_id,
+            distribution=package,
+            triggers=tuple(spec.triggers),
+            after=tuple(spec.after),
+            patch_points=frozenset(points.get(fix_id, ())),
+        )
+        for fix_id, (package, spec) in load_specs().items()
+    ]
+
+
+def _qualified(obj: object) -> str:
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__qualname__
+    module = getattr(obj, "__module__", None)
+    return f"{module}.{qualname}" if module else str(qualname)
+
+
+def point_names(owner: object, name: str, original: object) -> frozenset[str]:
+    """Names of the place one live patch ``(owner, name, original)`` (as
+    ``torchfix_core.testing.live_patches`` lists it) changes: the attribute (``module.Class.attr``,
+    ``module.attr``; for a code swap, the function itself) and, when the original is a function
+    (also inside a static/class method or a property), the function's own ``module.qualname``, so that
+    a wrap of a re-exported name and a code swap of the function it names meet."""
+    names = {_qualified(owner) if name == "__code__" else f"{_qualified(owner)}.{name}"}
+    target = original
+    if isinstance(target, (staticmethod, classmethod)):
+        target = target.__func__
+    elif isinstance(target, property):
+        target = target.fget
+    if isinstance(target, types.FunctionType):
+        names.add(_qualified(target))
+    return frozenset(names)
+
+
+# ---------------------------------------------------------------------------------------- groups
+
+
+def _components(ids: Sequence[str], linked: Iterable[tuple[str, str]]) -> list[Subset]:
+    """Connected components (of two or more) of the graph on ``ids`` with the edges ``linked``."""
+    parent = {i: i for i in ids}
+
+    def find(i: str) -> str:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in linked:
+        if a in parent and b in parent:
+            parent[find(a)] = find(b)
+    members: dict[str, list[str]] = {}
+    for i in ids:
+        members.setdefault(find(i), []).append(i)
+    return sorted(tuple(sorted(m)) for m in members.values() if len(m) > 1)
+
+
+def _nested(a: str, b: str) -> bool:
+    """The same module, or one inside the other's package."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def groups(fixes: Sequence[FixFacts]) -> list[Group]:
+    """The groups of two or more fixes that meet at one place (module docstring), by kind."""
+    by_id = {f.id: f for f in fixes}
+    ids = sorted(by_id)
+    pairs = list(itertools.combinations(ids, 2))
+    found: list[Group] = []
+
+    dists: dict[str, list[str]] = {}
+    for f in fixes:
+        dists.setdefault(f.distribution, []).append(f.id)
+    found += [Group("distribution", d, tuple(sorted(m))) for d, m in sorted(dists.items()) if len(m) > 1]
+
+    def shared(members: Subset, values: Any) -> str:
+        return ", ".join(sorted({v for i in members for v in values(by_id[i])}))
+
+    edges = [(a, b) for a, b in pairs if any(_nested(x, y) for x in by_id[a].triggers for y in by_id[b].triggers)]
+    found += [Group("trigger", shared(m, lambda f: f.triggers), m) for m in _components(ids, edges)]
+
+    edges = [(f.id, other) for f in fixes for other in f.after]
+    found += [Group("after", "after: " + shared(m, lambda f: f.after), m) for m in _components(ids, edges)]
+
+    edges = [(a, b) for a, b in pairs if by_id[a].patch_points & by_id[b].patch_points]
+    for m in _components(ids, edges):
+        common = {p for a, b in itertools.combinations(m, 2) for p in by_id[a].patch_points & by_id[b].patch_points}
+        found.append(Group("patch point", ", ".join(sorted(common)), m))
+    return found
+
+
+# ---------------------------------------------------------------------------------------- subsets
+
+
+def _nonempty_subsets(ids: Sequence[str], smallest: int = 1) -> Iterator[Subset]:
+    ordered = sorted(ids)
+    for n in range(smallest, len(ordered) + 1):
+        yield from itertools.combinations(ordered, n)
+
+
+def select(fixes: Sequence[FixFacts]) -> dict[Subset, list[str]]:
+    """The subsets to run -> why each is there (``alone``, ``pair``, ``all``, ``<kind> group: <key>``),
+    smallest first, then by ids."""
+    ids = sorted(f.id for f in fixes)
+    chosen: dict[Subset, list[str]] = {}
+
+    def add(subset: Subset, why: str) -> None:
+        reasons = chosen.setdefault(subset, [])
+        if why not in reasons:
+            reasons.append(why)
+
+    for one in ids:
+        add((one,), "alone")
+    for pair in itertools.combinations(ids, 2):
+        add(pair, "pair")
+    if ids:
+        add(tuple(ids), "all")
+    for group in groups(fixes):
+        for subset in _nonempty_subsets(group.members, smallest=3):
+            add(subset, f"{group.kind} group: {group.key}")
+    return dict(sorted(chosen.items(), key=lambda item: (len(item[0]), item[0])))
+
+
+def powerset(fixes: Sequence[FixFacts]) -> dict[Subset, list[str]]:
+    """Every non-empty subset (2^n - 1), as :func:`select` returns them."""
+    return {subset: ["power set"] for subset in _nonempty_subsets([f.id for f in fixes])}
+
+
+def selection_size(n: int, group_sizes: Iterable[int] = ()) -> int:
+    """An upper bound of ``len(select(...))`` for ``n`` fixes and disjoint groups of the given sizes:
+    n + C(n, 2) + 1 + the sum over groups of their subsets of three or more (2^g - 1 - g - C(g, 2));
+    exact when the groups are disjoint and none is the whole family."""
+    extra = sum(2**g - 1 - g - comb(g, 2) for g in group_sizes if g >= 3)
+    return n + comb(n, 2) + (1 if n > 2 else 0) + extra
+
+
+def realize(subset: Subset, fixes: Sequence[FixFacts]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(distributions to install, fix ids of those distributions to switch off)`` for ``subset``."""
+    by_id = {f.id: f for f in fixes}
+    unknown = sorted(set(subset) - set(by_id))
+    if unknown:
+        raise KeyError(f"not fixes of the family: {unknown}")
+    dists = sorted({by_id[i].distribution for i in subset})
+    off = sorted(f.id for f in fixes if f.distribution in dists and f.id not in subset)
+    return tuple(dists), tuple(off)
+
+
+def enabled_variable(fix_id: str) -> str:
+    """``TORCHFIX_MY_FIX_ENABLED`` for ``my-fix`` (torchfix_core's per-fix switch; it wins over
+    ``TORCHFIX_DISABLE``)."""
+    return f"TORCHFIX_{fix_id.upper().replace('-', '_')}_ENABLED"
