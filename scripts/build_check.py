@@ -130,7 +130,13 @@ def check_entry_points(wheel: Path) -> list[str]:
     """Every entry point resolves to a module of this wheel that binds the named attribute."""
     members = wheel_members(wheel)
     problems = []
-    for group, name, value in entry_points(members):
+    points = list(entry_points(members))
+    fix_ids = {name for group, name, _ in points if group == "torchfix.fixes"}
+    for group, name, value in points:
+        if group == "torchfix.triggers":  # the trigger index names the patched library's modules
+            if name not in fix_ids:
+                problems.append(f"{wheel.name}: entry point [{group}] {name} names no fix of this wheel")
+            continue
         if group not in ENTRY_POINT_GROUPS_CHECKED and not group.startswith("torchfix."):
             continue
         module, _, attribute = value.partition(":")

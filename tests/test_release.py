@@ -24,14 +24,19 @@ DATE = "2026-12-24"
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    """A copy of what the bump touches: scripts/ and every package's metadata, version and changelog."""
+    """A copy of what the bump touches: scripts/ and every package's metadata, version and changelog
+    (and the fix packages' spec modules, which scripts/generate.py reads for the trigger index)."""
     copy = tmp_path / "repo"
     shutil.copytree(ROOT / "scripts", copy / "scripts", ignore=shutil.ignore_patterns("__pycache__"))
     for package in family.all_packages():
         dest = copy / "packages" / package.name
         version = family.version_file(package)
         (dest / version.relative_to(package)).parent.mkdir(parents=True)
-        for path in (package / "pyproject.toml", package / "CHANGELOG.md", version):
+        specs = [
+            package / "src" / f"{v.partition(':')[0].replace('.', '/')}.py"
+            for v in family.fix_entry_points(package).values()
+        ]
+        for path in (package / "pyproject.toml", package / "CHANGELOG.md", version, *specs):
             shutil.copy2(path, dest / path.relative_to(package))
     return copy
 
@@ -85,13 +90,13 @@ def test_patch_bump_writes_version_pins_and_dated_changelog_entries(tree: Path) 
 
 def test_bump_with_an_empty_unreleased_section_needs_a_message(tree: Path) -> None:
     before = snapshot(tree)
-    done = bump(tree, "torchfix-sac-replay", "patch")
+    done = bump(tree, "torchfix-aot-fallback", "patch")
     assert done.returncode == 1
     assert "nothing under [Unreleased]" in done.stderr and "--message" in done.stderr
     assert snapshot(tree) == before
-    done = bump(tree, "torchfix-sac-replay", "patch", "--message", "Recompute keeps the forward's config.")
+    done = bump(tree, "torchfix-aot-fallback", "patch", "--message", "Recompute keeps the forward's config.")
     assert done.returncode == 0, done.stderr
-    log = (tree / "packages" / "torchfix-sac-replay" / "CHANGELOG.md").read_text()
+    log = (tree / "packages" / "torchfix-aot-fallback" / "CHANGELOG.md").read_text()
     assert f"## [0.1.1] - {DATE}\n\n### Changed\n\n- Recompute keeps the forward's config.\n" in log
 
 

@@ -33,7 +33,8 @@ def fix_row(state: str, reason: str = "r", targets: dict[str, str] = TORCH_RANGE
 
 def test_every_fix_has_one_red_reproduction_in_the_combination_suite() -> None:
     table = watch.reproductions()
-    assert sorted(table) == sorted(p.name.removeprefix("torchfix-") for p in family.fix_packages())
+    assert set(table) <= set(family.family_members())  # the Magi fixes' reproductions run under nox -s magi
+    assert {package for package, _ in table.values()} == {p.name for p in family.fix_packages()}
     for fix, (package, node) in table.items():
         test_file = ROOT / "packages" / package / "tests" / node.split("::")[0]
         assert test_file.is_file(), (fix, node)

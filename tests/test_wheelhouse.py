@@ -63,7 +63,7 @@ def test_fix_wheel_built_from_the_tree_passes_the_checks(tmp_path: Path) -> None
     assert build_check.check_contents(wheel, "torchfix_autotune") == []
     assert build_check.check_entry_points(wheel) == []
     groups = {group for group, _, _ in build_check.entry_points(build_check.wheel_members(wheel))}
-    assert groups == {"torchfix.fixes"}
+    assert groups == {"torchfix.fixes", "torchfix.triggers"}
 
 
 def test_wheel_missing_its_entry_point_module_fails_with_a_clear_message(tmp_path: Path) -> None:
