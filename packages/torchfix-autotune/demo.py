@@ -12,30 +12,17 @@ The bug itself needs Triton autotuning on a GPU, so on CPU this shows:
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from torchfix_core.testing import run_json_script_timed
 
 HERE = Path(__file__).resolve().parent
 
 
 def emulate(mode: str, env_extra: dict[str, str]) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.update(TORCHINDUCTOR_COMPILE_THREADS="1", **env_extra)
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "tests" / "_emulation.py"), mode],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        return {"ok": False, "error": f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"}
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    """``tests/_emulation.py MODE`` in a fresh interpreter; a crash is reported, not raised."""
+    return run_json_script_timed([HERE / "tests" / "_emulation.py", mode], env=env_extra, timeout=300)
 
 
 def main() -> None:

@@ -9,36 +9,21 @@ compiled-forward/eager-replay mismatch with the fix to show the explained error.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-SCENARIOS = Path(__file__).resolve().parent / "tests" / "sac_scenarios.py"
+from torchfix_core.testing import describe_failure, only_fix, run_json_script_timed
+
+TESTS = Path(__file__).resolve().parent / "tests"
 
 
-def run(name: str, fix: bool, *args: str) -> dict[str, object]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.update(TORCHFIX_DISABLE="all", TORCHFIX_SAC_REPLAY_ENABLED="1" if fix else "0")
-    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(SCENARIOS), name, *args], env=env, capture_output=True, text=True)
-    if proc.returncode != 0 or not proc.stdout.strip():
-        return {"ok": False, "error": f"scenario crashed: {proc.stderr[-800:]}", "seconds": time.perf_counter() - t0}
-    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["seconds"] = time.perf_counter() - t0
-    return result
+def run(script: str, fix_id: str, fix: bool, *args: str) -> dict[str, object]:
+    """One scenario of ``tests/<script>`` in a fresh interpreter, ``fix_id`` alone on or off."""
+    return run_json_script_timed([TESTS / script, *args], env=only_fix(fix_id, fix))
 
 
-def show(label: str, r: dict[str, object]) -> None:
-    head = f"  {label:<34} torch {r.get('torch', '?')}, fix {r.get('fix', '?')}, {r['seconds']:.1f} s: "
-    if r["ok"]:
-        print(head + f"OK (gradients equal the eager reference: {r.get('grad_match')})")
-    else:
-        first = str(r.get("error", "")).splitlines()[0]
-        print(head + f"{str(r.get('error_type', 'error')).replace('builtins.', '')}: {first[:110]}")
+def show(label: str, r: dict[str, object], fix_key: str, ok_text: str) -> None:
+    head = f"  {label:<37} torch {r.get('torch', '?')}, fix {r.get(fix_key, '?')}, {r['seconds']:.1f} s: "
+    print(head + (ok_text if r["ok"] else describe_failure(r, 100)))
 
 
 def main() -> None:
@@ -46,10 +31,11 @@ def main() -> None:
     print("  compiled block with 8 cache entries, recompile_limit=64 on the main thread, SAC checkpoint,")
     print("  a guarded global flips before backward(), backward() on a threading.Thread (CPU stand-in")
     print("  for the CUDA autograd worker thread):")
-    show("without the fix (disabled):", run("guard_miss", False))
-    show("with the fix:", run("guard_miss", True))
+    for label, fix in (("without the fix (disabled):", False), ("with the fix:", True)):
+        r = run("sac_scenarios.py", "sac-replay", fix, "guard_miss")
+        show(label, r, "fix", f"OK (gradients equal the eager reference: {r.get('grad_match')})")
     print("  compiled forward replayed eagerly (BRIEF 1.1), with the fix: the error says why")
-    r = run("eager_replay", True)
+    r = run("sac_scenarios.py", "sac-replay", True, "eager_replay")
     if r["ok"]:
         print("  (no error: the fix is not needed on this torch)")
     else:
@@ -62,36 +48,15 @@ def main() -> None:
     storage_key()
 
 
-CONTEXT_SCENARIOS = Path(__file__).resolve().parent / "tests" / "backward_context_scenarios.py"
-
-
 def backward_context() -> None:
     """backward-context: two compiled backwards of one backward() at the same time (pytorch#185372)."""
     print("== torchfix-sac-replay backward-context: each compiled backward in its own copy of the context ==")
     print("  region A's compiled backward on the calling thread, region B's on a second device's autograd")
     print("  worker thread (torch's Python PrivateUse1 backend stands in for a GPU), both inside at once:")
     for label, fix in (("without the fix (disabled):", False), ("with the fix:", True)):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-        env.update(TORCHFIX_DISABLE="all", TORCHFIX_BACKWARD_CONTEXT_ENABLED="1" if fix else "0")
-        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-        t0 = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, str(CONTEXT_SCENARIOS), "--timeout", "10"], env=env, capture_output=True, text=True
-        )
-        seconds = time.perf_counter() - t0
-        if proc.returncode != 0 or not proc.stdout.strip():
-            print(f"  {label:<34} scenario crashed: {proc.stderr[-400:]}")
-            continue
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
-        head = f"  {label:<34} torch {r['torch']}, fix {r['backward-context']}, {seconds:.1f} s: "
-        if r["ok"]:
-            threads = sorted({row["thread"] for row in r["seen"]})
-            print(head + f"OK on threads {threads}, gradients correct: {r['grad_ok']}")
-        else:
-            print(head + f"{r['error_type'].replace('builtins.', '')}: {r['error'][:100]}")
-
-
-STORAGE_KEY_SCENARIOS = Path(__file__).resolve().parent / "tests" / "storage_key_scenarios.py"
+        r = run("backward_context_scenarios.py", "backward-context", fix, "--timeout", "10")
+        threads = sorted({row["thread"] for row in r.get("seen", [])})  # type: ignore[attr-defined]
+        show(label, r, "backward-context", f"OK on threads {threads}, gradients correct: {r.get('grad_ok')}")
 
 
 def storage_key() -> None:
@@ -101,23 +66,8 @@ def storage_key() -> None:
     print("  dict in the forward, so the recompute skips it; then the same with plain tensors of equal shapes:")
     for scenario in ("upstream", "silent"):
         for label, fix in (("without the fix (disabled):", False), ("with the fix:", True)):
-            env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-            env.update(TORCHFIX_DISABLE="all", TORCHFIX_SAC_STORAGE_KEY_ENABLED="1" if fix else "0")
-            env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-            t0 = time.perf_counter()
-            proc = subprocess.run(
-                [sys.executable, str(STORAGE_KEY_SCENARIOS), scenario], env=env, capture_output=True, text=True
-            )
-            seconds = time.perf_counter() - t0
-            if proc.returncode != 0 or not proc.stdout.strip():
-                print(f"  {scenario:<8} {label:<28} scenario crashed: {proc.stderr[-400:]}")
-                continue
-            r = json.loads(proc.stdout.strip().splitlines()[-1])
-            head = f"  {scenario:<8} {label:<28} torch {r['torch']}, fix {r['fix']}, {seconds:.1f} s: "
-            if r["ok"]:
-                print(head + f"OK, gradient correct: {r['grad_match']}")
-            else:
-                print(head + f"{r['error_type'].replace('builtins.', '')}: {r['error'][:90]}")
+            r = run("storage_key_scenarios.py", "sac-storage-key", fix, scenario)
+            show(f"{scenario:<8} {label}", r, "fix", f"OK, gradient correct: {r.get('grad_match')}")
 
 
 if __name__ == "__main__":

@@ -7,12 +7,10 @@ from _helpers import IN_RANGE
 from torchfix_core.testing import FixContract
 
 pytestmark = pytest.mark.skipif(not IN_RANGE, reason="torch outside the validated range: the fix is out-of-range there")
+_AOT = "torch._dynamo.aot_compile"
 
 
 class TestContract(FixContract):
     fix_id = "aot-fallback"
-    patched = [
-        ("torch._dynamo.aot_compile", "aot_compile_fullgraph"),
-        ("torch._dynamo.aot_compile", "AOTCompiledFunction.__call__"),
-    ]
+    patched = [(_AOT, "aot_compile_fullgraph"), (_AOT, "AOTCompiledFunction.__call__")]
     expected_state = "applied"

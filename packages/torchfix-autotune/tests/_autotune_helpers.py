@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Callable
+
+from torchfix_core.testing import run_json_script
 
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
@@ -25,20 +24,7 @@ def sac_replay_is_strict() -> bool:
 
 def run_script(script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> dict[str, Any]:
     """Run ``tests/<script>`` in a fresh interpreter; return the JSON of its last stdout line."""
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    child_env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-    child_env.update(env or {})
-    proc = subprocess.run(
-        [sys.executable, str(HERE / script), *args],
-        env=child_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise AssertionError(f"{script} {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-4000:]}")
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    return run_json_script([HERE / script, *args], env=env, timeout=timeout)
 
 
 def backward_outcome(

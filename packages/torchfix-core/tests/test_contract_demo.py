@@ -28,3 +28,22 @@ def test_state_to_expect_follows_the_validated_range_then_the_test_s_own_evidenc
     monkeypatch.setattr(torch, "__version__", "2.99.0")
     assert state_to_expect("demo-dynamo", True) == "out-of-range"
     assert state_to_expect("demo-dynamo", False) == "out-of-range"
+
+
+def test_activation_case_fails_a_fix_whose_implementation_is_loaded_before_its_trigger() -> None:
+    """The ``activated_at_import_torch`` case itself fails when the fix's implementation module is
+    loaded by the time ``import torch`` returns while the fix still waits for its trigger (here the
+    interpreter imports demo-dynamo's implementation before the case runs; its trigger, torch._dynamo,
+    is not imported)."""
+    import json
+
+    from torchfix_core.testing import ScenarioFailed, run_json_script
+
+    config = {"case": "activated_at_import_torch", "fix_id": "demo-dynamo", "patched": [], "expected": "applied"}
+    code = "import sys, torchfix_demo_dynamo.patch\nfrom torchfix_core.testing._cases import main\nsys.exit(main(sys.argv[1:]))"
+    try:
+        run_json_script(["-c", code, json.dumps(config)], timeout=300)
+    except ScenarioFailed as exc:
+        assert "import torch imported the implementation torchfix_demo_dynamo.patch" in str(exc), exc
+    else:
+        raise AssertionError("the case passed although the implementation was imported before its trigger")

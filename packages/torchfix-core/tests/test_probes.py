@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
-from torchfix_core.probes import counting_mode, isolated
+from torchfix_core import PatchRefused
+from torchfix_core.probes import counting_mode, isolated, method_parameters, require_parameters
 
 
 def test_counting_mode_records_every_op() -> None:
@@ -21,3 +23,26 @@ def test_isolated_hides_the_callers_modes_and_restores_them() -> None:
         torch.ones(1)
     assert inside == 1.0
     assert len(outer.seen) == 2 and not any("add" in op or "zeros" in op for op in outer.seen), outer.seen
+
+
+class _Layout:
+    def __init__(self, a: int, b: int) -> None:
+        self.a, self.b = a, b
+
+
+class _Subclass(_Layout):
+    pass
+
+
+def test_method_parameters_reads_the_class_own_method() -> None:
+    assert method_parameters(_Layout, "__init__") == ("self", "a", "b")
+    assert method_parameters(_Subclass, "__init__") is None  # inherited: not this class's layout
+    assert method_parameters(None, "__init__") is None
+
+
+def test_require_parameters_refuses_unknown_layouts_with_the_reason() -> None:
+    require_parameters(_Layout, "__init__", ("self", "a", "b"), where="_Layout.__init__")
+    with pytest.raises(PatchRefused, match=r"^_Layout.__init__ has parameters \('self', 'a', 'b'\), expected"):
+        require_parameters(_Layout, "__init__", ("self", "a"), where="_Layout.__init__")
+    with pytest.raises(PatchRefused, match=r"^torch.Missing.__init__ not found$"):
+        require_parameters(getattr(torch, "Missing", None), "__init__", ("self",), where="torch.Missing.__init__")

@@ -10,12 +10,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from torchfix_core.testing import run_json_script
 
 HERE = Path(__file__).resolve().parent
 TE_INSTALLED = importlib.util.find_spec("transformer_engine") is not None
@@ -24,38 +23,27 @@ requires_te = pytest.mark.skipif(
     not TE_INSTALLED, reason="TransformerEngine is not installed (make an env with tests/te_standins/make_env.py)"
 )
 
-
-def run_scenarios(*, fix: bool) -> dict[str, Any]:
-    """Run ``te_scenarios.py`` in a fresh interpreter, with the fix or with TORCHFIX_DISABLE."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    if not fix:
-        env["TORCHFIX_DISABLE"] = "fp8-recompute"
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "te_scenarios.py")], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    keep = os.environ.get("FP8_RECOMPUTE_RESULTS_DIR")  # optional: keep the raw results (docs tables)
-    if keep:
-        name = f"te-{result['te']}-{'with' if fix else 'without'}-fix.json"
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        (Path(keep) / name).write_text(json.dumps(result, indent=1))
-    return result
+MODES = ["reentrant", "nonreentrant"]  # te.checkpoint(use_reentrant=True / False), in the scenario names
+KEY_ERROR = "KeyError: 'global_fp8_buffer_pos_fwd_recompute'"  # the unpatched recompute's failure
 
 
-def run_pairing_scenarios(*, fix: bool) -> dict[str, Any]:
-    """Run ``te_pairing_scenarios.py`` (TE PR #3394) in a fresh interpreter, with or without fp8-recompute-pairing."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    if not fix:
-        env["TORCHFIX_DISABLE"] = "fp8-recompute-pairing"
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "te_pairing_scenarios.py")], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+#: fix id -> (its scenario script, here; the name prefix of its kept results)
+SCENARIOS = {
+    "fp8-recompute": ("te_scenarios.py", "te"),  # TE PR #3284
+    "fp8-recompute-pairing": ("te_pairing_scenarios.py", "pairing-te"),  # TE PR #3394
+}
+
+
+def run_scenarios(fix_id: str = "fp8-recompute", *, fix: bool) -> dict[str, Any]:
+    """Run the scenario script of ``fix_id`` in a fresh interpreter, with the fix or with
+    ``TORCHFIX_DISABLE=<fix_id>`` (the package's other fix stays active: on TE 2.18 the pairing
+    scenarios need fp8-recompute). With ``FP8_RECOMPUTE_RESULTS_DIR`` set, the raw result is also
+    written there (``te_standins/results_table.py`` reads it for the docs tables)."""
+    script, prefix = SCENARIOS[fix_id]
+    result = run_json_script([HERE / script], env=None if fix else {"TORCHFIX_DISABLE": fix_id})
     keep = os.environ.get("FP8_RECOMPUTE_RESULTS_DIR")
     if keep:
-        name = f"pairing-te-{result['te']}-{'with' if fix else 'without'}-fix.json"
+        name = f"{prefix}-{result['te']}-{'with' if fix else 'without'}-fix.json"
         Path(keep).mkdir(parents=True, exist_ok=True)
         (Path(keep) / name).write_text(json.dumps(result, indent=1))
     return result

@@ -23,16 +23,18 @@ does. Upstream's tests (``tests/pytorch/test_numerics.py``) also wrap the runs i
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Concatenate, Iterator, ParamSpec
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import te_scenarios  # noqa: E402 - the hardware stand-ins and the recipe state of the #3284 scenarios
+import transformer_engine.pytorch as te  # noqa: E402 - imported already by te_scenarios
 
 STASH_KEY = "global_fp8_buffer_pos_fwd_recompute"
 
@@ -142,15 +144,54 @@ def _facts(result: dict[str, Any], layers: dict[str, Any]) -> None:
         }
 
 
-def _run(fn: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    _reset()
-    result: dict[str, Any] = {"error": None, "observed": []}
-    try:
-        fn(result)
-    except Exception as exc:  # noqa: BLE001 - the unpatched failure is the result
-        result["error"] = f"{type(exc).__name__}: {exc}"
-        result["traceback_tail"] = traceback.format_exc().strip().splitlines()[-3:]
-    return result
+P = ParamSpec("P")
+
+
+def scenario(body: Callable[Concatenate[dict[str, Any], P], None]) -> Callable[P, dict[str, Any]]:
+    """Make ``body(result, *args, **kwargs)`` a scenario: TE's FP8 state reset first, the exception it raises
+    recorded as the result's ``error`` (the unpatched failure is the result), then the stash facts of
+    the layers it made with :func:`_layers`."""
+
+    @functools.wraps(body)
+    def run(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        _reset()
+        result: dict[str, Any] = {"error": None, "observed": []}
+        try:
+            body(result, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - the unpatched failure is the result
+            result["error"] = f"{type(exc).__name__}: {exc}"
+            result["traceback_tail"] = traceback.format_exc().strip().splitlines()[-3:]
+        _facts(result, result.pop("layers", {}))
+        result.pop("events", None)
+        return result
+
+    return run
+
+
+def _layers(result: dict[str, Any], **seeds: int) -> list[Any]:
+    """New :class:`StandinLinear` modules (name -> weight seed), one class, logging to
+    ``result["events"]``; the scenario's facts are read from them."""
+    cls = make_layer_class()
+    events = result.setdefault("events", [])
+    result["layers"] = {name: cls(name, events, seed) for name, seed in seeds.items()}
+    return list(result["layers"].values())
+
+
+def _fp8_callable(layer: Any, observed: list[Any] | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The checkpointed callable of upstream's tests: it opens the FP8 autocast itself and runs
+    ``layer``; ``observed`` (when given) gets (recompute region, recompute phase) inside the autocast."""
+
+    def fn(value: torch.Tensor) -> torch.Tensor:
+        with _autocast():
+            if observed is not None:
+                observed.append(_observe())
+            return layer(value)
+
+    return fn
+
+
+def _finite_grad(tensor: torch.Tensor) -> bool:
+    return tensor.grad is not None and bool(torch.isfinite(tensor.grad).all())
 
 
 def _autocast() -> Any:
@@ -160,188 +201,125 @@ def _autocast() -> Any:
 # -- upstream's five tests (tests/pytorch/test_numerics.py, TE PR #3394), CPU forms ----------------
 
 
-def eval_module(use_reentrant: bool, recompute_training: bool) -> dict[str, Any]:
+@scenario
+def eval_module(result: dict[str, Any], use_reentrant: bool, recompute_training: bool) -> None:
     """test_checkpoint_eval_module_balances_fp8_recompute_state."""
-    import transformer_engine.pytorch as te
+    (layer,) = _layers(result, layer=1)
+    layer.eval()
 
-    def body(result: dict[str, Any]) -> None:
-        layer = make_layer_class()("layer", result.setdefault("events", []), 1).eval()
-        result["layers"] = {"layer": layer}
+    def fn(value: torch.Tensor) -> torch.Tensor:
+        with _autocast():
+            return layer(value * 2)
 
-        def fn(value: torch.Tensor) -> torch.Tensor:
-            with _autocast():
-                return layer(value * 2)
-
-        inp = torch.randn(16, 16, generator=torch.Generator().manual_seed(0), requires_grad=True)
-        loss = te.checkpoint(fn, inp, use_reentrant=use_reentrant).float().sum()
-        layer.train(recompute_training)
-        loss.backward()
-        result["inp_grad"] = inp.grad is not None and bool(torch.isfinite(inp.grad).all())
-
-    return _finish(body)
+    inp = torch.randn(16, 16, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    loss = te.checkpoint(fn, inp, use_reentrant=use_reentrant).float().sum()
+    layer.train(recompute_training)
+    loss.backward()
+    result["inp_grad"] = _finite_grad(inp)
 
 
-def eval_after_train(use_reentrant: bool) -> dict[str, Any]:
+@scenario
+def eval_after_train(result: dict[str, Any], use_reentrant: bool) -> None:
     """A training step, then the same module in eval() under the checkpoint (not an upstream test)."""
-    import transformer_engine.pytorch as te
-
-    def body(result: dict[str, Any]) -> None:
-        layer = make_layer_class()("layer", result.setdefault("events", []), 1)
-        result["layers"] = {"layer": layer}
-
-        def fn(value: torch.Tensor) -> torch.Tensor:
-            with _autocast():
-                return layer(value)
-
-        for step, training in enumerate((True, False)):
-            layer.train(training)
-            inp = torch.full((16, 16), 0.5 * (step + 1), requires_grad=True)
-            te.checkpoint(fn, inp, use_reentrant=use_reentrant).sum().backward()
-            result.setdefault("steps_done", []).append(step)
-
-    return _finish(body)
+    (layer,) = _layers(result, layer=1)
+    fn = _fp8_callable(layer)
+    for step, training in enumerate((True, False)):
+        layer.train(training)
+        inp = torch.full((16, 16), 0.5 * (step + 1), requires_grad=True)
+        te.checkpoint(fn, inp, use_reentrant=use_reentrant).sum().backward()
+        result.setdefault("steps_done", []).append(step)
 
 
-def nograd_accumulate(use_reentrant: bool) -> dict[str, Any]:
+@scenario
+def nograd_accumulate(result: dict[str, Any], use_reentrant: bool) -> None:
     """test_checkpoint_without_autograd_does_not_accumulate_recompute_stashes."""
-    import transformer_engine.pytorch as te
-
-    def body(result: dict[str, Any]) -> None:
-        layer = make_layer_class()("layer", result.setdefault("events", []), 1)
-        result["layers"] = {"layer": layer}
-        inp = torch.randn(16, 16, generator=torch.Generator().manual_seed(0))
-
-        def fn(value: torch.Tensor) -> torch.Tensor:
-            with _autocast():
-                result["observed"].append(_observe())
-                return layer(value)
-
-        with torch.no_grad():
-            for _ in range(3):
-                out = te.checkpoint(fn, inp, use_reentrant=use_reentrant)
-                assert torch.isfinite(out).all()
-
-    return _finish(body)
+    (layer,) = _layers(result, layer=1)
+    inp = torch.randn(16, 16, generator=torch.Generator().manual_seed(0))
+    fn = _fp8_callable(layer, result["observed"])
+    with torch.no_grad():
+        for _ in range(3):
+            out = te.checkpoint(fn, inp, use_reentrant=use_reentrant)
+            assert torch.isfinite(out).all()
 
 
-def reentrant_without_grad_input() -> dict[str, Any]:
+@scenario
+def reentrant_without_grad_input(result: dict[str, Any]) -> None:
     """test_reentrant_checkpoint_without_grad_input_does_not_stash_fp8_metadata."""
-    import transformer_engine.pytorch as te
-
-    def body(result: dict[str, Any]) -> None:
-        layer = make_layer_class()("layer", result.setdefault("events", []), 1)
-        result["layers"] = {"layer": layer}
-
-        def fn(value: torch.Tensor) -> torch.Tensor:
-            with _autocast():
-                result["observed"].append(_observe())
-                return layer(value)
-
-        inp = torch.randn(16, 16, generator=torch.Generator().manual_seed(0))
-        with torch.enable_grad():
-            for _ in range(3):
-                out = te.checkpoint(fn, inp, use_reentrant=True)
-                assert torch.isfinite(out).all() and not out.requires_grad
-        result["before_valid"] = {
-            "stash_key": STASH_KEY in layer.fp8_meta,
-            "buffer_lens": [len(s) for s in _state()[1].quantization_state.fp8_tensors_recompute_buffer],
-            "first_module_entries": len(_state()[2]._is_first_fp8_module),
-        }
-        valid = torch.randn(16, 16, generator=torch.Generator().manual_seed(1), requires_grad=True)
-        te.checkpoint(fn, valid, use_reentrant=True).float().sum().backward()
-        result["inp_grad"] = valid.grad is not None and bool(torch.isfinite(valid.grad).all())
-
-    return _finish(body)
+    (layer,) = _layers(result, layer=1)
+    fn = _fp8_callable(layer, result["observed"])
+    inp = torch.randn(16, 16, generator=torch.Generator().manual_seed(0))
+    with torch.enable_grad():
+        for _ in range(3):
+            out = te.checkpoint(fn, inp, use_reentrant=True)
+            assert torch.isfinite(out).all() and not out.requires_grad
+    result["before_valid"] = {
+        "stash_key": STASH_KEY in layer.fp8_meta,
+        "buffer_lens": [len(s) for s in _state()[1].quantization_state.fp8_tensors_recompute_buffer],
+        "first_module_entries": len(_state()[2]._is_first_fp8_module),
+    }
+    valid = torch.randn(16, 16, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    te.checkpoint(fn, valid, use_reentrant=True).float().sum().backward()
+    result["inp_grad"] = _finite_grad(valid)
 
 
-def nested_ineligible() -> dict[str, Any]:
+@scenario
+def nested_ineligible(result: dict[str, Any]) -> None:
     """test_ineligible_reentrant_checkpoint_preserves_outer_recompute_context."""
-    import transformer_engine.pytorch as te
+    inner, tail = _layers(result, inner=1, tail=2)
 
-    def body(result: dict[str, Any]) -> None:
-        cls = make_layer_class()
-        events = result.setdefault("events", [])
-        inner, tail = cls("inner", events, 1), cls("tail", events, 2)
-        result["layers"] = {"inner": inner, "tail": tail}
+    def inner_body(value: torch.Tensor) -> torch.Tensor:
+        result["observed"].append(_observe())
+        return inner(value)
 
-        def inner_body(value: torch.Tensor) -> torch.Tensor:
-            result["observed"].append(_observe())
-            return inner(value)
+    def outer_body(value: torch.Tensor) -> torch.Tensor:
+        with _autocast():
+            inner_out = te.checkpoint(inner_body, value.detach(), use_reentrant=True)
+            return tail(value + inner_out)
 
-        def outer_body(value: torch.Tensor) -> torch.Tensor:
-            with _autocast():
-                inner_out = te.checkpoint(inner_body, value.detach(), use_reentrant=True)
-                return tail(value + inner_out)
-
-        inp = torch.randn(16, 16, generator=torch.Generator().manual_seed(0), requires_grad=True)
-        te.checkpoint(outer_body, inp, use_reentrant=False).float().sum().backward()
-        result["inp_grad"] = inp.grad is not None and bool(torch.isfinite(inp.grad).all())
-
-    return _finish(body)
+    inp = torch.randn(16, 16, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    te.checkpoint(outer_body, inp, use_reentrant=False).float().sum().backward()
+    result["inp_grad"] = _finite_grad(inp)
 
 
-def nograd_forward_context() -> dict[str, Any]:
+@scenario
+def nograd_forward_context(result: dict[str, Any]) -> None:
     """test_checkpoint_without_autograd_preserves_forward_context."""
-    import transformer_engine.pytorch as te
-
-    def body(result: dict[str, Any]) -> None:
-        layer = make_layer_class()("layer", result.setdefault("events", []), 1).eval()
-        result["layers"] = {"layer": layer}
-        inp = torch.randn(16, 16, generator=torch.Generator().manual_seed(0), requires_grad=True)
-
-        def fn(value: torch.Tensor) -> torch.Tensor:
-            with _autocast():
-                return layer(value)
-
-        with torch.no_grad():
-            out = te.checkpoint(fn, inp, context_fn=lambda: (torch.enable_grad(), contextlib.nullcontext()))
-        result["out_requires_grad"] = bool(out.requires_grad)
-        out.float().sum().backward()
-        result["inp_grad"] = inp.grad is not None and bool(torch.isfinite(inp.grad).all())
-
-    return _finish(body)
+    (layer,) = _layers(result, layer=1)
+    layer.eval()
+    inp = torch.randn(16, 16, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    with torch.no_grad():
+        out = te.checkpoint(
+            _fp8_callable(layer), inp, context_fn=lambda: (torch.enable_grad(), contextlib.nullcontext())
+        )
+    result["out_requires_grad"] = bool(out.requires_grad)
+    out.float().sum().backward()
+    result["inp_grad"] = _finite_grad(inp)
 
 
 # -- the silent form: a stash left by a checkpoint under no_grad is popped by a later recompute -----
 
 
-def nograd_stale(use_reentrant: bool) -> dict[str, Any]:
+@scenario
+def nograd_stale(result: dict[str, Any], use_reentrant: bool) -> None:
     """Train step, an evaluation under no_grad, a plain training step (scale update), then a
     checkpointed training step: its recompute must use its own forward's scale."""
-    import transformer_engine.pytorch as te
+    (layer,) = _layers(result, layer=1)
+    events = result["events"]
+    fn = _fp8_callable(layer)
 
-    def body(result: dict[str, Any]) -> None:
-        events = result.setdefault("events", [])
-        layer = make_layer_class()("layer", events, 1)
-        result["layers"] = {"layer": layer}
+    def train_step(x: torch.Tensor, checkpointed: bool) -> None:
+        out = te.checkpoint(fn, x, use_reentrant=use_reentrant) if checkpointed else fn(x)
+        out.sum().backward()
 
-        def fn(value: torch.Tensor) -> torch.Tensor:
-            with _autocast():
-                return layer(value)
-
-        def train_step(x: torch.Tensor, checkpointed: bool) -> None:
-            out = te.checkpoint(fn, x, use_reentrant=use_reentrant) if checkpointed else fn(x)
-            out.sum().backward()
-
-        train_step(torch.full((16, 16), 1.0, requires_grad=True), True)
-        with torch.no_grad():
-            te.checkpoint(fn, torch.full((16, 16), 2.0), use_reentrant=use_reentrant)
-        train_step(torch.full((16, 16), 4.0, requires_grad=True), False)
-        start = len(events)
-        train_step(torch.full((16, 16), 8.0, requires_grad=True), True)
-        last = [e for e in events[start:] if e.get("layer") == "layer" and e["fp8"]]
-        result["last_forward_scale"] = [e["scale"] for e in last if not e["phase"]]
-        result["last_recompute_scale"] = [e["scale"] for e in last if e["phase"]]
-
-    return _finish(body)
-
-
-def _finish(body: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    result = _run(body)
-    layers = result.pop("layers", {})
-    _facts(result, layers)
-    result.pop("events", None)
-    return result
+    train_step(torch.full((16, 16), 1.0, requires_grad=True), True)
+    with torch.no_grad():
+        te.checkpoint(fn, torch.full((16, 16), 2.0), use_reentrant=use_reentrant)
+    train_step(torch.full((16, 16), 4.0, requires_grad=True), False)
+    start = len(events)
+    train_step(torch.full((16, 16), 8.0, requires_grad=True), True)
+    last = [e for e in events[start:] if e.get("layer") == "layer" and e["fp8"]]
+    result["last_forward_scale"] = [e["scale"] for e in last if not e["phase"]]
+    result["last_recompute_scale"] = [e["scale"] for e in last if e["phase"]]
 
 
 def scenarios() -> dict[str, Callable[[], dict[str, Any]]]:

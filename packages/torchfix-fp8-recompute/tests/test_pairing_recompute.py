@@ -13,43 +13,32 @@ reports not-needed and both runs pass.
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
 import pytest
-from _fp8_helpers import TE_INSTALLED, pairing_out_of_range, requires_te, run_pairing_scenarios
+from _fp8_helpers import KEY_ERROR, MODES, TE_INSTALLED, pairing_out_of_range, requires_te, run_scenarios
+from torchfix_core.testing.fixtures import with_and_without_fix
 
 OUT_OF_RANGE = pairing_out_of_range() if TE_INSTALLED else ""
-pytestmark = [requires_te]
-in_range = pytest.mark.skipif(bool(OUT_OF_RANGE), reason=OUT_OF_RANGE or "in range")
+# Outside the validated range only test_pairing_out_of_range.py runs.
+pytestmark = [requires_te, pytest.mark.skipif(bool(OUT_OF_RANGE), reason=OUT_OF_RANGE or "in range")]
 
-MODES = ["reentrant", "nonreentrant"]
-KEY_ERROR = "KeyError: 'global_fp8_buffer_pos_fwd_recompute'"
 EVAL_CASES = [f"eval-{m}-recompute-{r}" for m in MODES for r in ("train", "eval")]
 
-
-@pytest.fixture(scope="module")
-def with_fix() -> dict[str, Any]:
-    return run_pairing_scenarios(fix=True)
-
-
-@pytest.fixture(scope="module")
-def without_fix() -> dict[str, Any]:
-    return run_pairing_scenarios(fix=False)
+# This module's scenarios (te_pairing_scenarios.py), over conftest's te_scenarios.py pair.
+with_fix, without_fix = with_and_without_fix(functools.partial(run_scenarios, "fp8-recompute-pairing"))
 
 
 @pytest.fixture(scope="module")
 def bug_present(without_fix: dict[str, Any]) -> bool:
-    """From TE's own code (the fix disabled): does it lack PR #3394?"""
+    """From TE's own code (the fix disabled): does it lack PR #3394? Read by conftest's
+    ``buggy_te`` / ``fixed_te``."""
     marks = without_fix["code_has_pr3394"]
     assert not any(without_fix["code_is_torchfix"].values())
     assert len(set(marks.values())) == 1, marks  # all three functions, or none
     return not next(iter(marks.values()))
-
-
-def _skip_unless(bug_present: bool) -> None:
-    if not bug_present:
-        pytest.skip("this TE carries the upstream fix (PR #3394); see test_upstream_fixed_te_is_left_alone")
 
 
 def _drained(result: dict[str, Any], *layers: str) -> None:
@@ -71,16 +60,13 @@ def _no_stash(result: dict[str, Any]) -> None:
 # -- upstream: test_checkpoint_eval_module_balances_fp8_recompute_state -----------------------------
 
 
-@in_range
 @pytest.mark.parametrize("case", EVAL_CASES)
-def test_eval_module_recompute_fails_without_fix(case: str, without_fix: dict[str, Any], bug_present: bool) -> None:
-    _skip_unless(bug_present)
+def test_eval_module_recompute_fails_without_fix(case: str, without_fix: dict[str, Any], buggy_te: None) -> None:
     result = without_fix[case]
     assert result["error"] == KEY_ERROR, result
     assert not result["layer"]["stash_key"]
 
 
-@in_range
 @pytest.mark.parametrize("case", EVAL_CASES)
 def test_eval_module_balances_recompute_state_with_fix(case: str, with_fix: dict[str, Any]) -> None:
     result = with_fix[case]
@@ -88,17 +74,12 @@ def test_eval_module_balances_recompute_state_with_fix(case: str, with_fix: dict
     assert result["inp_grad"] and result["layer"]["grad"]
 
 
-@in_range
-@pytest.mark.parametrize("mode", MODES)
-def test_eval_after_training_step_fails_without_fix(mode: str, without_fix: dict[str, Any], bug_present: bool) -> None:
-    _skip_unless(bug_present)
+def test_eval_after_training_step_fails_without_fix(mode: str, without_fix: dict[str, Any], buggy_te: None) -> None:
     result = without_fix[f"eval-after-train-{mode}"]
     assert result["error"] == "IndexError: pop from an empty deque", result
     assert result["steps_done"] == [0]
 
 
-@in_range
-@pytest.mark.parametrize("mode", MODES)
 def test_eval_after_training_step_with_fix(mode: str, with_fix: dict[str, Any]) -> None:
     result = with_fix[f"eval-after-train-{mode}"]
     _drained(result, "layer")
@@ -108,33 +89,23 @@ def test_eval_after_training_step_with_fix(mode: str, with_fix: dict[str, Any]) 
 # -- upstream: test_checkpoint_without_autograd_does_not_accumulate_recompute_stashes ---------------
 
 
-@in_range
-@pytest.mark.parametrize("mode", MODES)
-def test_nograd_checkpoint_piles_up_stashes_without_fix(
-    mode: str, without_fix: dict[str, Any], bug_present: bool
-) -> None:
-    _skip_unless(bug_present)
+def test_nograd_checkpoint_piles_up_stashes_without_fix(mode: str, without_fix: dict[str, Any], buggy_te: None) -> None:
     result = without_fix[f"nograd-accumulate-{mode}"]
     assert result["observed"] == [[True, False]] * 3
     assert result["buffer_lens"] == [3] and result["layer"]["stash_len"] == 3, result
     assert result["first_module_entries"] == 3  # is_first_fp8_module entries, never popped
 
 
-@in_range
-@pytest.mark.parametrize("mode", MODES)
 def test_nograd_checkpoint_leaves_no_state_with_fix(mode: str, with_fix: dict[str, Any]) -> None:
     result = with_fix[f"nograd-accumulate-{mode}"]
     assert result["observed"] == [[False, False]] * 3
     _no_stash(result)
 
 
-@in_range
-@pytest.mark.parametrize("mode", MODES)
 def test_nograd_stash_gives_later_recompute_a_stale_scale_without_fix(
-    mode: str, without_fix: dict[str, Any], bug_present: bool
+    mode: str, without_fix: dict[str, Any], buggy_te: None
 ) -> None:
     """Silent: no error, but the recompute runs with the scale of another forward."""
-    _skip_unless(bug_present)
     result = without_fix[f"nograd-stale-{mode}"]
     assert result["error"] is None, result.get("traceback_tail")
     assert len(result["last_forward_scale"]) == len(result["last_recompute_scale"]) == 1
@@ -142,8 +113,6 @@ def test_nograd_stash_gives_later_recompute_a_stale_scale_without_fix(
     assert result["buffer_lens"] == [1]  # the stale stash of the no_grad call is still there... shifted
 
 
-@in_range
-@pytest.mark.parametrize("mode", MODES)
 def test_recompute_uses_its_own_forward_scale_with_fix(mode: str, with_fix: dict[str, Any]) -> None:
     result = with_fix[f"nograd-stale-{mode}"]
     _drained(result, "layer")
@@ -153,16 +122,13 @@ def test_recompute_uses_its_own_forward_scale_with_fix(mode: str, with_fix: dict
 # -- upstream: test_reentrant_checkpoint_without_grad_input_does_not_stash_fp8_metadata ------------
 
 
-@in_range
-def test_reentrant_without_grad_input_stashes_without_fix(without_fix: dict[str, Any], bug_present: bool) -> None:
-    _skip_unless(bug_present)
+def test_reentrant_without_grad_input_stashes_without_fix(without_fix: dict[str, Any], buggy_te: None) -> None:
     result = without_fix["reentrant-without-grad-input"]
     assert result["before_valid"] == {"stash_key": True, "buffer_lens": [3], "first_module_entries": 3}
     assert result["observed"][:3] == [[True, False]] * 3
     assert result["buffer_lens"] == [3]  # the valid recompute popped the oldest, unrelated stash
 
 
-@in_range
 def test_reentrant_without_grad_input_with_fix(with_fix: dict[str, Any]) -> None:
     result = with_fix["reentrant-without-grad-input"]
     assert result["before_valid"] == {"stash_key": False, "buffer_lens": [], "first_module_entries": 0}
@@ -174,17 +140,14 @@ def test_reentrant_without_grad_input_with_fix(with_fix: dict[str, Any]) -> None
 # -- upstream: test_ineligible_reentrant_checkpoint_preserves_outer_recompute_context ---------------
 
 
-@in_range
 def test_nested_ineligible_checkpoint_loses_outer_phase_without_fix(
-    without_fix: dict[str, Any], bug_present: bool
+    without_fix: dict[str, Any], buggy_te: None
 ) -> None:
-    _skip_unless(bug_present)
     result = without_fix["nested-ineligible"]
     assert result["observed"] == [[True, False], [True, False]]
     assert result["inner"]["stash_len"] == 2 and not result["tail"]["stash_key"], result
 
 
-@in_range
 def test_nested_ineligible_checkpoint_inherits_outer_phase_with_fix(with_fix: dict[str, Any]) -> None:
     result = with_fix["nested-ineligible"]
     assert result["observed"] == [[True, False], [True, True]]
@@ -195,17 +158,14 @@ def test_nested_ineligible_checkpoint_inherits_outer_phase_with_fix(with_fix: di
 # -- upstream: test_checkpoint_without_autograd_preserves_forward_context --------------------------
 
 
-@in_range
-def test_nograd_checkpoint_with_grad_context_without_fix(without_fix: dict[str, Any], bug_present: bool) -> None:
+def test_nograd_checkpoint_with_grad_context_without_fix(without_fix: dict[str, Any], buggy_te: None) -> None:
     """Unpatched, the reentrant Function drops the graph of a non-view output (the stand-in GEMM's);
     te.Linear's output is a view, which survives: upstream's GPU test passes unpatched."""
-    _skip_unless(bug_present)
     result = without_fix["nograd-forward-context"]
     assert result["out_requires_grad"] is False
     assert "does not require grad" in (result["error"] or ""), result
 
 
-@in_range
 def test_nograd_checkpoint_preserves_forward_context_with_fix(with_fix: dict[str, Any]) -> None:
     result = with_fix["nograd-forward-context"]
     assert result["out_requires_grad"] and result["inp_grad"] and result["layer"]["grad"]
@@ -215,7 +175,6 @@ def test_nograd_checkpoint_preserves_forward_context_with_fix(with_fix: dict[str
 # -- the fix's state and footprint ---------------------------------------------------------------
 
 
-@in_range
 def test_fix_state_matches_te(with_fix: dict[str, Any], without_fix: dict[str, Any], bug_present: bool) -> None:
     assert with_fix["fix_state"] == ("applied" if bug_present else "not-needed"), with_fix["fix_reason"]
     assert without_fix["fix_state"] == "disabled"
@@ -224,12 +183,7 @@ def test_fix_state_matches_te(with_fix: dict[str, Any], without_fix: dict[str, A
     assert all(with_fix["code_is_torchfix"].values()) is bug_present
 
 
-@in_range
-def test_upstream_fixed_te_is_left_alone(
-    with_fix: dict[str, Any], without_fix: dict[str, Any], bug_present: bool
-) -> None:
-    if bug_present:
-        pytest.skip("this TE has the bug")
+def test_upstream_fixed_te_is_left_alone(fixed_te: None, with_fix: dict[str, Any], without_fix: dict[str, Any]) -> None:
     assert "upstream fix" in with_fix["fix_reason"]
     for name in EVAL_CASES + [f"eval-after-train-{m}" for m in MODES]:
         _drained(without_fix[name], "layer")
@@ -245,7 +199,6 @@ def test_upstream_fixed_te_is_left_alone(
             assert with_fix[name] == value, name
 
 
-@in_range
 def test_patch_points_and_exact_revert() -> None:
     """In this process: the three code objects are swapped, tracebacks read the patched lines, and
     revert restores TE's own code objects."""
@@ -283,7 +236,6 @@ def test_patch_points_and_exact_revert() -> None:
         torchfix_core.apply(only=["fp8-recompute-pairing"])
 
 
-@in_range
 def test_probe_refuses_code_its_source_does_not_reproduce() -> None:
     """A prepare_forward whose running code is not what its source file says: PatchRefused."""
     import torchfix_core
@@ -311,18 +263,3 @@ def test_probe_refuses_code_its_source_does_not_reproduce() -> None:
         func.__code__ = original
         torchfix_core.apply(only=["fp8-recompute-pairing"])
     assert isinstance(func, types.FunctionType)
-
-
-@pytest.mark.skipif(not OUT_OF_RANGE, reason="inside the validated range")
-def test_out_of_range_te_is_left_alone() -> None:
-    """Outside the validated range (e.g. TE <= 2.17) the fix is out-of-range and patches nothing."""
-    import subprocess
-    import sys
-
-    code = (
-        "import torch, torchfix_core, transformer_engine.pytorch;"
-        "print(next(r.state for r in torchfix_core.status() if r.id == 'fp8-recompute-pairing'))"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "out-of-range"

@@ -18,12 +18,10 @@ import types
 from typing import Any
 
 import pytest
-from _fp8_helpers import requires_te, te_has_upstream_fix
+from _fp8_helpers import KEY_ERROR, requires_te, te_has_upstream_fix
 
 pytestmark = requires_te
 
-MODES = ["reentrant", "nonreentrant"]
-KEY_ERROR = "KeyError: 'global_fp8_buffer_pos_fwd_recompute'"
 # Upstream's expectation (TE PR #3284 test): (FP8 outside the inner autocast, inside, recompute
 # phase) recorded in the body: forward, then recompute; here for each of two steps.
 BODY_STATES = [[False, True, False], [False, True, True]] * 2
@@ -40,32 +38,25 @@ def _assert_fp8_region_ok(result: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def bug_present() -> bool:
+    """Does this TE lack PR #3284 (TE <= 2.18)? Read by conftest's ``buggy_te`` / ``fixed_te``."""
     return not te_has_upstream_fix()
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_inner_autocast_recompute_fails_without_fix(mode: str, without_fix: dict[str, Any], bug_present: bool) -> None:
-    if not bug_present:
-        pytest.skip("this TE carries the upstream fix (2.19+); see test_upstream_fixed_te_is_left_alone")
+def test_inner_autocast_recompute_fails_without_fix(mode: str, without_fix: dict[str, Any], buggy_te: None) -> None:
     result = without_fix[f"inner-{mode}"]
     assert result["error"] == KEY_ERROR, result
     assert not result["stash_key"]["fp8"]
     assert result["fp8_recompute_scales"] == []
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_inner_autocast_recompute_passes_with_fix(mode: str, with_fix: dict[str, Any]) -> None:
     _assert_fp8_region_ok(with_fix[f"inner-{mode}"])
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_mixed_region_fails_without_fix(mode: str, without_fix: dict[str, Any], bug_present: bool) -> None:
-    if not bug_present:
-        pytest.skip("this TE carries the upstream fix (2.19+)")
+def test_mixed_region_fails_without_fix(mode: str, without_fix: dict[str, Any], buggy_te: None) -> None:
     assert without_fix[f"mixed-{mode}"]["error"] == KEY_ERROR
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_mixed_region_stashes_only_fp8_layer_with_fix(mode: str, with_fix: dict[str, Any]) -> None:
     result = with_fix[f"mixed-{mode}"]
     _assert_fp8_region_ok(result)
@@ -73,7 +64,6 @@ def test_mixed_region_stashes_only_fp8_layer_with_fix(mode: str, with_fix: dict[
 
 
 @pytest.mark.parametrize("fixed", [True, False], ids=["with_fix", "without_fix"])
-@pytest.mark.parametrize("mode", MODES)
 def test_non_fp8_region_creates_no_recompute_state(
     mode: str, fixed: bool, with_fix: dict[str, Any], without_fix: dict[str, Any]
 ) -> None:
@@ -88,21 +78,15 @@ def test_fix_state_matches_te(with_fix: dict[str, Any], without_fix: dict[str, A
     assert without_fix["fix_state"] == "disabled"
 
 
-def test_upstream_fixed_te_is_left_alone(
-    with_fix: dict[str, Any], without_fix: dict[str, Any], bug_present: bool
-) -> None:
-    if bug_present:
-        pytest.skip("this TE has the bug")
+def test_upstream_fixed_te_is_left_alone(fixed_te: None, with_fix: dict[str, Any], without_fix: dict[str, Any]) -> None:
     assert "upstream fix" in with_fix["fix_reason"]
     for name in ("inner-reentrant", "inner-nonreentrant", "mixed-reentrant", "mixed-nonreentrant"):
         _assert_fp8_region_ok(without_fix[name])
         _assert_fp8_region_ok(with_fix[name])
 
 
-def test_getter_reaches_every_by_name_binding(bug_present: bool) -> None:
+def test_getter_reaches_every_by_name_binding(buggy_te: None) -> None:
     """Every TE module that imported the getter by name answers the fixed logic; revert restores it."""
-    if not bug_present:
-        pytest.skip("this TE carries the upstream fix (2.19+)")
     import sys
 
     import torchfix_core

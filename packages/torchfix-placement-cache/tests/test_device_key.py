@@ -11,14 +11,13 @@ interpreter: without the fix (``TORCHFIX_DISABLE=placement-cache``) and with it.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from torchfix_core.testing import run_json_script
+from torchfix_core.testing.fixtures import with_and_without_fix
 
 HERE = Path(__file__).resolve().parent
 
@@ -44,7 +43,7 @@ def torchfix_key(base, device=None):
     if device is not None:
         payload += f"|local_device={device}"
     return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
-print("RESULT " + json.dumps(dict(
+print(json.dumps(dict(
     key_cpu=key_cpu, key_meta=key_meta, torch_cpu=torch_cpu, torch_meta=torch_meta, state=state,
     torchfix_no_device=torchfix_key(torch_cpu), torchfix_device=torchfix_key(torch_cpu, "cpu"),
 )))
@@ -52,14 +51,10 @@ print("RESULT " + json.dumps(dict(
 
 
 def _run(fix: bool) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
     if not fix:
         env["TORCHFIX_DISABLE"] = "placement-cache"
-    proc = subprocess.run([sys.executable, "-c", PR_188401_TEST], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])  # type: ignore[no-any-return]
+    return run_json_script(["-c", PR_188401_TEST], env=env, timeout=300)
 
 
 def _has_stable_hash() -> bool:
@@ -68,14 +63,7 @@ def _has_stable_hash() -> bool:
     return "_stable_hash_for_caching" in api.DTensor.__dict__
 
 
-@pytest.fixture(scope="module")
-def without_fix() -> dict[str, Any]:
-    return _run(fix=False)
-
-
-@pytest.fixture(scope="module")
-def with_fix() -> dict[str, Any]:
-    return _run(fix=True)
+with_fix, without_fix = with_and_without_fix(_run, scope="module")
 
 
 def test_device_blind_key_without_fix(without_fix: dict[str, Any]) -> None:

@@ -11,13 +11,10 @@ pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("magi_compiler") is None, reason="magi_compiler is not installed (nox -s magi)"
 )
 BACKEND = "magi_compiler.magi_backend.magi_backend"
+STATE = ("magi_compiler.magi_backend.magi_compiler_base", "MagiCompileState.aot_compilation_path")
 
 
 class TestMagiContract(FixContract):
     fix_id = "magi-cache-key"
-    patched = [
-        (BACKEND, "MagiBackend.__call__"),
-        (BACKEND, "MagiBackend._init_cache"),
-        ("magi_compiler.magi_backend.magi_compiler_base", "MagiCompileState.aot_compilation_path"),
-    ]
+    patched = [(BACKEND, "MagiBackend.__call__"), (BACKEND, "MagiBackend._init_cache"), STATE]
     expected_state = "applied"  # Magi 8e2e47c: no input term in either key

@@ -4,15 +4,11 @@ cache and the LRU switch are process-wide."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from torchfix_core.testing import outside_validated_range
+from torchfix_core.testing import only_fix, outside_validated_range, run_json_script
 
 SCENARIOS = Path(__file__).resolve().parent / "_scenarios.py"
 FIX_ID = "recompute-cache"
@@ -21,18 +17,8 @@ IN_RANGE = outside_validated_range(FIX_ID) is None
 
 def run(scenario: str, fix: bool | None, backend: str = "aot_eager", **env: str) -> dict[str, Any]:
     """Run one scenario; ``fix`` True/False enables/disables only this fix, None leaves activation off."""
-    child = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    child.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    if fix is None:
-        child["TORCHFIX_AUTOLOAD"] = "0"
-    else:
-        child.update(TORCHFIX_DISABLE="all", TORCHFIX_RECOMPUTE_CACHE_ENABLED="1" if fix else "0")
-    child.update(env)
-    proc = subprocess.run(
-        [sys.executable, str(SCENARIOS), scenario, backend], env=child, capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0 and proc.stdout.strip(), f"scenario {scenario} crashed:\n{proc.stderr[-3000:]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    switches = {"TORCHFIX_AUTOLOAD": "0"} if fix is None else only_fix(FIX_ID, fix)
+    return run_json_script([SCENARIOS, scenario, backend], env={**switches, **env}, timeout=900)
 
 
 def assert_recompute_error(r: dict[str, Any]) -> None:
@@ -141,31 +127,21 @@ def test_checkpoint_inside_compile_still_works_with_fix() -> None:
 # -- activation stays cheap -------------------------------------------------------------------------------------
 
 CHILD = r"""
-import json, sys
+import json
 import torch, torchfix_core
-before = "torch._dynamo" in sys.modules
-row = next(r for r in torchfix_core.status() if r.id == "recompute-cache")
-import torchfix_recompute_cache, torchfix_recompute_cache.package
-light = "torch._dynamo" in sys.modules
 x = torch.randn(3, requires_grad=True)
 torch.utils.checkpoint.checkpoint(torch.sin, x, use_reentrant=False).sum().backward()
 after = next(r for r in torchfix_core.status() if r.id == "recompute-cache")
-print(json.dumps({"before": before, "state": row.state, "light": light, "after": after.state, "reason": after.reason}))
+print(json.dumps({"after": after.state, "reason": after.reason}))
 """
 
 
-def test_activation_does_not_import_dynamo_and_first_checkpoint_is_covered() -> None:
-    """``import torch`` leaves the fix pending without importing Dynamo; the process's first
-    ``checkpoint()`` imports Dynamo (torch 2.10-2.15) before it builds its hook, so the fix is
-    applied in time to turn LRU off at that very checkpoint."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.update(TORCHFIX_DISABLE="all", TORCHFIX_RECOMPUTE_CACHE_ENABLED="1")
-    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert got["before"] is False, "import torch + torchfix activation imported torch._dynamo"
-    assert got["state"] == "pending"
-    assert got["light"] is False, "the package's data modules imported torch._dynamo"
+def test_first_checkpoint_of_the_process_is_covered() -> None:
+    """The process's first ``checkpoint()`` imports Dynamo (torch 2.10-2.15) before it builds its
+    hook, so the fix is applied in time to turn LRU off at that very checkpoint. (That ``import
+    torch`` leaves the fix pending without importing Dynamo or the implementation is the contract's
+    ``activated_at_import_torch`` case, in test_contract.py.)"""
+    got = run_json_script(["-c", CHILD], env=only_fix(FIX_ID, True), timeout=300)
     if IN_RANGE:
         assert got["after"] == "applied", got
         assert "off since the first non-reentrant activation checkpoint" in got["reason"], got

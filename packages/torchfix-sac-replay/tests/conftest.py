@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from torchfix_core.testing import only_fix, run_json_script
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "sac_scenarios.py"
@@ -27,24 +27,13 @@ def scenario(
 
     Every other torchfix fix is disabled so that a sibling package cannot change the result.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.update(
-        TORCHFIX_DISABLE="all",
-        TORCHFIX_SAC_REPLAY_ENABLED="1" if fix else "0",
-        TORCHINDUCTOR_COMPILE_THREADS="1",
-    )
+    env = only_fix("sac-replay", fix)
     if "--device" not in args or args[list(args).index("--device") + 1] == "cpu":
         # A CPU scenario on a GPU machine: torch.compile's first call inside the checkpointed forward
         # would initialise CUDA there, which checkpoint refuses ("device state was initialized in
         # the forward pass"); seen on the H200 machine with torch 2.11. Hide the GPUs.
         env["CUDA_VISIBLE_DEVICES"] = ""
-    proc = subprocess.run(
-        [python, str(SCENARIOS), name, *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise AssertionError(f"scenario {name} {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-6000:]}")
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    return run_json_script([SCENARIOS, name, *args], env=env, python=python, timeout=timeout)
 
 
 def venv_python(version: str) -> str:

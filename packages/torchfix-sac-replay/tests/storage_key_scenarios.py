@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -37,19 +35,11 @@ FIX_ID = "sac-storage-key"
 def run(name: str, *, fix: bool, timeout: float = 900) -> dict[str, Any]:
     """Run scenario ``name`` in a fresh interpreter, with only sac-storage-key enabled (``fix=True``)
     or every fix disabled; returns its JSON line."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.update(
-        TORCHFIX_DISABLE="all",
-        TORCHFIX_SAC_STORAGE_KEY_ENABLED="1" if fix else "0",
-        TORCHINDUCTOR_COMPILE_THREADS="1",
-        # CPU scenarios: a first torch.compile inside the checkpointed forward must not initialise CUDA
-        CUDA_VISIBLE_DEVICES="",
-    )
-    proc = subprocess.run([sys.executable, str(HERE), name], env=env, capture_output=True, text=True, timeout=timeout)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise AssertionError(f"scenario {name} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-6000:]}")
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    from torchfix_core.testing import only_fix, run_json_script
+
+    # CPU scenarios: a first torch.compile inside the checkpointed forward must not initialise CUDA
+    env = {**only_fix(FIX_ID, fix), "CUDA_VISIBLE_DEVICES": ""}
+    return run_json_script([HERE, name], env=env, timeout=timeout)
 
 
 @functools.cache

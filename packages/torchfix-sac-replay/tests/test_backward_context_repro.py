@@ -11,16 +11,12 @@ case runs in a fresh interpreter, every other torchfix fix disabled unless the c
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from torchfix_core.testing import state_to_expect
+from torchfix_core.testing import fix_switch, only_fix, run_json_script, state_to_expect
 
 SCENARIOS = Path(__file__).resolve().parent / "backward_context_scenarios.py"
 FIX_ID = "backward-context"
@@ -38,25 +34,9 @@ MESSAGE = "cannot enter context: <_contextvars.Context object at"
 def run(*args: str, fix: bool, sac_replay: bool = False, timeout: float = 900) -> dict[str, Any]:
     """``backward_context_scenarios.py ARGS`` in a fresh interpreter with backward-context on or off
     (and sac-replay on or off); every other torchfix fix disabled."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.update(
-        TORCHFIX_DISABLE="all",
-        TORCHFIX_BACKWARD_CONTEXT_ENABLED="1" if fix else "0",
-        TORCHFIX_SAC_REPLAY_ENABLED="1" if sac_replay else "0",
-        TORCHINDUCTOR_COMPILE_THREADS="1",
-        CUDA_VISIBLE_DEVICES="",  # the second device is the Python backend, on every machine
-    )
-    proc = subprocess.run(
-        [sys.executable, str(SCENARIOS), "--timeout", "10", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise AssertionError(f"scenario {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr[-6000:]}")
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    env = {**only_fix(FIX_ID, fix), **fix_switch("sac-replay", sac_replay)}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # the second device is the Python backend, on every machine
+    return run_json_script([SCENARIOS, "--timeout", "10", *args], env=env, timeout=timeout)
 
 
 def expected_state() -> str:

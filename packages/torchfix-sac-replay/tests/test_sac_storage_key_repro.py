@@ -12,14 +12,9 @@ tests' own check (``storage_key_scenarios.replay``), not the fix's probe.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 from storage_key_scenarios import FIX_ID, bug_present, run
-from torchfix_core.testing import state_to_expect
+from torchfix_core.testing import only_fix, run_json_script, state_to_expect
 
 #: What SAC's mix-up turns into, per torch release (2.10/2.11 and 2.12 layouts).
 SYMPTOMS = {
@@ -105,11 +100,7 @@ def test_stays_out_of_the_way_where_torch_keys_per_region(present: bool) -> None
     """torch 2.13+ (``_sac_storage_key``): the fix reports not-needed and patches nothing."""
     if present:
         pytest.skip("this torch shares one SAC queue among compiled regions: the fix is needed here")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.update(TORCHFIX_DISABLE="all", TORCHFIX_SAC_STORAGE_KEY_ENABLED="1")
-    proc = subprocess.run([sys.executable, "-c", _UNPATCHED], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = run_json_script(["-c", _UNPATCHED], env=only_fix(FIX_ID, True), timeout=300)
     assert got["upstream_key"] is True
     assert got["state"] == state_to_expect(FIX_ID, False), got
     if got["state"] == "not-needed":

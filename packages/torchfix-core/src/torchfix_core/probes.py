@@ -7,7 +7,8 @@
 * :func:`counting_mode` is a plain dispatch mode recording every op it sees (:func:`counting_mode_class`
   its class).
 * :func:`method_parameters` - the parameter names of a method defined on a class itself (the
-  layout check before wrapping it).
+  layout check before wrapping it); :func:`require_parameters` refuses the patch unless they are
+  the ones a wrapper was written for.
 * :func:`same_code` - whether two code objects are the same program (a fix that recompiles a
   library's source checks that the unchanged source reproduces the live code first).
 
@@ -72,10 +73,21 @@ def method_parameters(owner: object, method: str) -> tuple[str, ...] | None:
         return None
 
 
+def require_parameters(owner: object, method: str, expected: tuple[str, ...], *, where: str) -> None:
+    """Raise :class:`PatchRefused` unless ``owner`` defines ``method`` with exactly the parameter
+    names ``expected`` (see :func:`method_parameters`); ``where`` names it in the reason
+    (``"torch.utils.checkpoint._CheckpointFrame.__init__"``)."""
+    params = method_parameters(owner, method)
+    if params is None:
+        raise PatchRefused(f"{where} not found")
+    if params != expected:
+        raise PatchRefused(f"{where} has parameters {params}, expected {expected}")
+
+
 def same_code(a: types.CodeType, b: types.CodeType) -> bool:
     """Same bytecode, names, constants (nested code objects compared the same way) and flags: the
     test that source compiled here is the program the interpreter runs (line numbers may differ)."""
-    fields = ("co_code", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_argcount")
+    fields: tuple[str, ...] = ("co_code", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_argcount")
     fields += ("co_kwonlyargcount", "co_posonlyargcount", "co_flags", "co_name")
     if any(getattr(a, f) != getattr(b, f) for f in fields) or len(a.co_consts) != len(b.co_consts):
         return False

@@ -34,15 +34,16 @@ binding of the function object, e.g. ``te.checkpoint``, sees it):
   autograd disabled, it runs ``function`` directly under the user's ``context_fn()`` forward context
   (no recompute can ever happen), right after its native-``torch.utils.checkpoint`` fallback.
 
-How: the text of each function's module file (``linecache``, i.e. the ``.py`` file TE was imported
-from) is compiled unchanged and must reproduce each live code object exactly (bytecode, names,
-constants, flags), so the text on disk is the code that runs; then each hunk's original lines,
-matched exactly and once inside its function, are replaced and the whole module text is compiled
-again (whole-module compiles: CPython's code generation depends on module-level facts such as names
-bound by imports). Only the three new function code objects are used; they keep the originals'
-names, qualified names and free variables (none) and run with TE's module globals. Their filename is
-``<torchfix fp8-recompute-pairing: <TE file>>``, registered with ``linecache`` so tracebacks show the
-patched lines. The probe does this work once (about 0.1-0.2 s: two module compiles per file) and
+How (the steps of :mod:`torchfix_core.sourcepatch`): the text of each function's module file
+(``linecache``, i.e. the ``.py`` file TE was imported from) is compiled unchanged and must reproduce
+each live code object exactly (bytecode, names, constants, flags), so the text on disk is the code
+that runs; then each hunk's original lines, matched exactly and once inside its function, are
+replaced and the whole module text is compiled again (whole-module compiles: CPython's code
+generation depends on module-level facts such as names bound by imports). Only the three new
+function code objects are used; they keep the originals' names, qualified names and free variables
+(none) and run with TE's module globals. Their filename is
+``<torchfix fp8-recompute-pairing: <TE file>>``, registered with ``linecache`` so tracebacks show
+the patched lines. The probe does this work once (about 0.1-0.2 s: two module compiles per file) and
 ``apply`` reuses it. The probe refuses (nothing patched) when a source is missing, does not
 reproduce the live code, lacks a hunk's lines, or the patched code reads a global the module lacks.
 
@@ -59,7 +60,6 @@ from __future__ import annotations
 
 import builtins
 import dis
-import inspect
 import linecache
 import logging
 import sys
@@ -69,6 +69,7 @@ from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import same_code
+from torchfix_core.sourcepatch import code_at, compile_module, module_source, source_span
 
 log = logging.getLogger("torchfix.fp8-recompute-pairing")
 
@@ -170,56 +171,6 @@ def _function(hunk: Hunk) -> types.FunctionType:
     return func
 
 
-def _find(code: types.CodeType, name: str, qualname: str, line: int) -> types.CodeType | None:
-    """The code object of the function ``qualname`` defined at ``line`` inside module code ``code``."""
-    for const in code.co_consts:
-        if not isinstance(const, types.CodeType):
-            continue
-        if const.co_name == name and const.co_firstlineno == line:
-            if getattr(const, "co_qualname", qualname) == qualname:
-                return const
-        found = _find(const, name, qualname, line)
-        if found is not None:
-            return found
-    return None
-
-
-def _compile_module(lines: list[str], filename: str) -> types.CodeType:
-    """Compile a whole module text (not a function alone: CPython's code generation depends on
-    module-level facts, e.g. whether a name was bound by an import)."""
-    try:
-        return compile("".join(lines), filename, "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        raise PatchRefused(f"{filename}: the module source does not compile ({exc})") from exc
-
-
-def _code_in(module_code: types.CodeType, func: types.FunctionType, line: int) -> types.CodeType:
-    """The code of ``func`` (same name and qualified name) defined at ``line`` of ``module_code``."""
-    code = func.__code__
-    found = _find(module_code, code.co_name, getattr(code, "co_qualname", func.__qualname__), line)
-    if found is None:
-        raise PatchRefused(f"{func.__qualname__}: not found at line {line} of its module source")
-    return found
-
-
-def _module_lines(func: types.FunctionType) -> list[str]:
-    lines = linecache.getlines(func.__code__.co_filename, func.__globals__)
-    if not lines:
-        raise PatchRefused(f"{func.__qualname__}: the source of {func.__code__.co_filename} is not available")
-    return [line if line.endswith("\n") else line + "\n" for line in lines]
-
-
-def _span(func: types.FunctionType) -> tuple[int, int]:
-    """The function's lines ``[start, stop)`` (1-based) in its module source."""
-    try:
-        lines, start = inspect.getsourcelines(func)
-    except (OSError, TypeError) as exc:
-        raise PatchRefused(f"{func.__qualname__}: source not available ({exc})") from exc
-    if start != func.__code__.co_firstlineno:
-        raise PatchRefused(f"{func.__qualname__}: source does not line up with its code (line {start})")
-    return start, start + len(lines)
-
-
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
@@ -276,12 +227,12 @@ def _plans() -> list[_Plan]:
         groups.setdefault(func.__code__.co_filename, []).append((hunk, func))
     plans: list[_Plan] = []
     for filename, items in groups.items():
-        lines = _module_lines(items[0][1])
-        unchanged = _compile_module(lines, filename)
+        lines = module_source(items[0][1])
+        unchanged = compile_module(lines, filename)
         spans = []
         for hunk, func in items:
-            start, stop = _span(func)
-            if not same_code(_code_in(unchanged, func, start), func.__code__):
+            start, stop = source_span(func)
+            if not same_code(code_at(unchanged, func, start), func.__code__):
                 raise PatchRefused(
                     f"{hunk.module}.{hunk.path}: its source file does not reproduce the running code "
                     "(edited, stale or generated source); unknown TE layout"
@@ -300,9 +251,9 @@ def _plans() -> list[_Plan]:
             pos = stop
         patched += lines[pos - 1 :]
         pseudo = f"{FILENAME_PREFIX}{filename}>"
-        module_code = _compile_module(patched, pseudo)
+        module_code = compile_module(patched, pseudo)
         for (_, _, hunk, func), start in zip(spans, starts):
-            code = _code_in(module_code, func, start)
+            code = code_at(module_code, func, start)
             if code.co_freevars != func.__code__.co_freevars:
                 raise PatchRefused(f"{hunk.module}.{hunk.path}: the patched code has other free variables")
             missing = sorted(n for n in _loaded_globals(code) if n not in func.__globals__ and not hasattr(builtins, n))

@@ -164,7 +164,7 @@ class MagiCacheKeyFix(Fix):
         backend = getattr(magi_backend, "MagiBackend", None)
         state = getattr(magi_compiler_base, "MagiCompileState", None)
         manager = getattr(magi_backend, "CompilerManager", None)
-        if not all(isinstance(c, type) for c in (backend, state, manager)):
+        if not (isinstance(backend, type) and isinstance(state, type) and isinstance(manager, type)):
             raise PatchRefused("MagiBackend / CompilerManager / MagiCompileState are not classes here")
         for owner, name, params in (
             (backend, "__call__", CALL_PARAMS),

@@ -63,6 +63,7 @@ import threading
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.probes import require_parameters
 
 from torchfix_recompute_cache import probes
 from torchfix_recompute_cache.package import ALWAYS
@@ -134,13 +135,10 @@ class RecomputeCacheFix(Fix):
                 "torch._C._dynamo.eval_frame._set_lru_cache does not exist (it came with pytorch PR #167038, "
                 "torch 2.10): no switch to keep Dynamo's cache order with"
             )
-        params = probes.checkpoint_hook_init_parameters()
-        if params is None:
-            raise PatchRefused("torch.utils.checkpoint._checkpoint_hook.__init__ not found")
-        if params != probes.HOOK_INIT_SIGNATURE:
-            raise PatchRefused(
-                f"_checkpoint_hook.__init__ has parameters {params}, expected {probes.HOOK_INIT_SIGNATURE}"
-            )
+        import torch.utils.checkpoint as ckpt
+
+        where = "torch.utils.checkpoint._checkpoint_hook.__init__"
+        require_parameters(getattr(ckpt, "_checkpoint_hook", None), "__init__", probes.HOOK_INIT_SIGNATURE, where=where)
         state = probes.reported_lru_state(fn)
         if state is False:
             return ProbeResult(

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from torchfix_core.probes import method_parameters
-
 #: Parameters of ``torch.utils.checkpoint._checkpoint_hook.__init__`` the fix was written for
 #: (identical in torch 2.10.0, 2.11.0, 2.12.0, 2.13.0, 2.14.1 and 2.15.0).
 HOOK_INIT_SIGNATURE = ("self", "frame")
@@ -55,13 +53,6 @@ def reported_lru_state(fn: Callable[[bool], Any]) -> bool | None:
     previous = fn(True)
     fn(bool(previous))
     return bool(previous)
-
-
-def checkpoint_hook_init_parameters() -> tuple[str, ...] | None:
-    """Parameter names of ``torch.utils.checkpoint._checkpoint_hook.__init__``, or None when absent."""
-    import torch.utils.checkpoint as ckpt
-
-    return method_parameters(getattr(ckpt, "_checkpoint_hook", None), "__init__")
 
 
 def checkpoint_forward_in_flight() -> bool:

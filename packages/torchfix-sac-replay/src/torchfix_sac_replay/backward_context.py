@@ -42,10 +42,8 @@ Hazards:
 """
 
 from __future__ import annotations
-import __future__
 
 import importlib
-import inspect
 import linecache
 import logging
 import sys
@@ -53,7 +51,14 @@ import types
 from dataclasses import dataclass
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
-from torchfix_core.probes import same_code
+from torchfix_core.sourcepatch import (
+    code_at,
+    compile_module,
+    future_flags,
+    module_source,
+    require_reproduces,
+    source_span,
+)
 
 log = logging.getLogger("torchfix.backward-context")
 
@@ -136,39 +141,9 @@ def _nested(code: types.CodeType, name: str) -> list[types.CodeType]:
     return found
 
 
-def _future_flags(func: types.FunctionType) -> int:
-    flags = 0
-    for name in __future__.all_feature_names:
-        feature = func.__globals__.get(name)
-        if isinstance(feature, type(__future__.annotations)):
-            flags |= feature.compiler_flag
-    return flags
-
-
-def _compile_module(lines: list[str], filename: str, flags: int) -> types.CodeType:
-    try:
-        return compile("".join(lines), filename, "exec", flags=flags, dont_inherit=True)
-    except SyntaxError as exc:
-        raise PatchRefused(f"{RUNTIME_WRAPPERS}: its source does not compile ({exc})") from exc
-
-
-def _build_code(module_code: types.CodeType, qualname: str, line: int) -> types.CodeType:
-    found = [
-        c
-        for c in _nested(module_code, "build")
-        if c.co_firstlineno == line and getattr(c, "co_qualname", qualname) == qualname
-    ]
-    if len(found) != 1:
-        raise PatchRefused(f"{qualname}: not found at line {line} of the recompiled module source")
-    return found[0]
-
-
 def _inline_plan(rw: types.ModuleType) -> Plan | None:
-    """torch 2.12: ``build`` with the unfixed inline line, or None when its backward already copies.
-
-    The whole module is compiled, not the method alone: CPython's code generation depends on
-    module-level facts (3.11 loads an attribute of an imported module with ``LOAD_ATTR``, of any
-    other global with ``LOAD_METHOD``), so only this reproduces the running bytecode."""
+    """torch 2.12: ``build`` with the unfixed inline line, or None when its backward already copies
+    (the module recompiled whole, its unchanged source checked first: :mod:`torchfix_core.sourcepatch`)."""
     cls = getattr(rw, "_AOTDispatchAutogradFunctionFactory", None)
     build = cls.__dict__.get("build") if isinstance(cls, type) else None
     if not isinstance(cls, type) or not isinstance(build, types.FunctionType):
@@ -181,23 +156,10 @@ def _inline_plan(rw: types.ModuleType) -> Plan | None:
         raise PatchRefused("CompiledFunction.backward does not read the backward context: unknown layout")
     if "copy" in backward[0].co_names:
         return None
-    module_lines = linecache.getlines(original.co_filename, build.__globals__)
-    try:
-        lines, start = inspect.getsourcelines(build)
-    except (OSError, TypeError) as exc:
-        raise PatchRefused(f"_AOTDispatchAutogradFunctionFactory.build: source not available ({exc})") from exc
-    if not module_lines or start != original.co_firstlineno:
-        raise PatchRefused("_AOTDispatchAutogradFunctionFactory.build: source does not line up with its code")
-    module_lines = [line if line.endswith("\n") else line + "\n" for line in module_lines]
-    flags = _future_flags(build)
-    qualname = getattr(original, "co_qualname", build.__qualname__)
-    unchanged = _build_code(_compile_module(module_lines, original.co_filename, flags), qualname, start)
-    if not same_code(unchanged, original):
-        raise PatchRefused(
-            "_AOTDispatchAutogradFunctionFactory.build: its source file does not reproduce the running code "
-            "(edited, stale or generated source)"
-        )
-    stop = start - 1 + len(lines)
+    module_lines = module_source(build)
+    flags = future_flags(build)
+    start = require_reproduces(build, module_lines, flags=flags, what="_AOTDispatchAutogradFunctionFactory.build")
+    stop = source_span(build)[1]
     at = [i for i in range(start - 1, stop) if module_lines[i].strip() == INLINE_OLD]
     if len(at) != 1:
         raise PatchRefused(
@@ -207,7 +169,7 @@ def _inline_plan(rw: types.ModuleType) -> Plan | None:
     patched = list(module_lines)
     patched[i] = module_lines[i][: len(module_lines[i]) - len(module_lines[i].lstrip())] + INLINE_NEW + "\n"
     filename = f"{FILENAME_PREFIX}{original.co_filename}>"
-    code = _build_code(_compile_module(patched, filename, flags), qualname, start)
+    code = code_at(compile_module(patched, filename, flags=flags), build, start)
     if code.co_freevars != original.co_freevars:
         raise PatchRefused("_AOTDispatchAutogradFunctionFactory.build: the patched code has other free variables")
     return Plan("inline", build, original, code, filename, tuple(patched))

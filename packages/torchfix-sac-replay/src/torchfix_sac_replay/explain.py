@@ -127,7 +127,7 @@ def recompile_limit_hits(since_ns: int, failed_frames: int) -> tuple[int, bool]:
         if failed_frames <= 0:
             return 0, True
         unimplemented = getattr(utils, "counters", {}).get("unimplemented")
-        seen = bool(unimplemented) and any("recompile limit" in str(k).lower() for k in tuple(unimplemented))
+        seen = bool(unimplemented) and any("recompile limit" in str(k).lower() for k in tuple(unimplemented or ()))
         return (failed_frames if seen else 0), False
     except Exception:  # noqa: BLE001 - best effort
         return 0, False

@@ -13,7 +13,8 @@ Upstream: pytorch#186537 (open), PR #173568 (per-thread config), PR #186583 (clo
 
 from __future__ import annotations
 
-from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core import Fix, ProbeResult
+from torchfix_core.probes import require_parameters
 
 from torchfix_sac_replay import carry, probes
 
@@ -22,13 +23,12 @@ class SacReplayFix(Fix):
     """Carry the forward's contextvars into non-reentrant checkpoint recompute; explain SAC replay errors."""
 
     def probe(self) -> ProbeResult:
-        params = probes.frame_init_parameters()
-        if params is None:
-            raise PatchRefused("torch.utils.checkpoint._CheckpointFrame.__init__ not found")
-        if params != probes.FRAME_INIT_SIGNATURE:
-            raise PatchRefused(
-                f"_CheckpointFrame.__init__ has parameters {params}, expected {probes.FRAME_INIT_SIGNATURE}"
-            )
+        import torch.utils.checkpoint as ckpt
+
+        where = "torch.utils.checkpoint._CheckpointFrame.__init__"
+        require_parameters(
+            getattr(ckpt, "_CheckpointFrame", None), "__init__", probes.FRAME_INIT_SIGNATURE, where=where
+        )
         if not probes.dynamo_config_is_context_local():
             return ProbeResult(
                 False,

@@ -9,8 +9,6 @@ from __future__ import annotations
 import contextvars
 from typing import Any
 
-from torchfix_core.probes import method_parameters
-
 #: The parameters of ``torch.utils.checkpoint._CheckpointFrame.__init__`` the fix was written for
 #: (identical in torch 2.10, 2.11, 2.12, 2.13, 2.14.1 and 2.15.0).
 FRAME_INIT_SIGNATURE = ("self", "recompute_fn", "early_stop", "unpack_error_cb", "metadata_fn")
@@ -31,10 +29,3 @@ def dynamo_config_is_context_local() -> bool:
     with cfg.patch(recompile_limit=sentinel):
         seen = contextvars.Context().run(lambda: cfg.recompile_limit)
     return bool(seen != sentinel)
-
-
-def frame_init_parameters() -> tuple[str, ...] | None:
-    """Parameter names of ``_CheckpointFrame.__init__``, or None when the class/method is absent."""
-    import torch.utils.checkpoint as ckpt
-
-    return method_parameters(getattr(ckpt, "_CheckpointFrame", None), "__init__")

@@ -8,6 +8,11 @@ lifecycle guarantees for every fix, each case in a fresh Python subprocess::
         patched = [("torch.utils.checkpoint", "_CheckpointFrame.__init__")]
         expected_state = "applied"        # or a property deciding from the live probe
 
+Scenario scripts (:mod:`torchfix_core.testing._scenario`): :func:`run_json_script` runs one in a
+fresh interpreter from :func:`clean_environ` (no ``TORCHFIX_*`` variable of the caller's) and returns
+the JSON object it prints last; :func:`only_fix` leaves one fix alone on or off. Pytest fixtures live
+in :mod:`torchfix_core.testing.fixtures` (it imports pytest; nothing here does).
+
 The test hooks (:mod:`torchfix_core.testing._introspect`) read the core's state without private
 names: :func:`fix_spec`, :func:`import_triggers`, :func:`live_patches`, :func:`waiting_hooks`,
 :func:`override_targets`, :func:`outside_validated_range`.
@@ -29,17 +34,33 @@ from torchfix_core.testing._introspect import (
     override_targets,
     waiting_hooks,
 )
+from torchfix_core.testing._scenario import (
+    ScenarioFailed,
+    clean_environ,
+    describe_failure,
+    fix_switch,
+    only_fix,
+    run_json_script,
+    run_json_script_timed,
+)
 
 __all__ = [
     "CASES",
     "FixContract",
+    "ScenarioFailed",
     "assert_inert_without",
+    "clean_environ",
+    "describe_failure",
     "fix_spec",
+    "fix_switch",
     "import_triggers",
     "live_patches",
+    "only_fix",
     "outside_validated_range",
     "override_targets",
     "run_case",
+    "run_json_script",
+    "run_json_script_timed",
     "state_to_expect",
     "status_without_library",
     "waiting_hooks",

@@ -94,9 +94,20 @@ class Case:
 
     # -- cases -----------------------------------------------------------------------------------
     def activated_at_import_torch(self) -> None:
-        # autoload on: import torch activates; importing the triggers applies.
+        # autoload on: import torch activates and leaves the fix pending until its triggers are
+        # imported, having imported no compiler module and not the fix's implementation;
+        # importing the triggers applies.
         import torch  # noqa: F401
 
+        from torchfix_core.testing._introspect import fix_spec
+
+        spec = fix_spec(self.fix_id)
+        if not all(name in sys.modules for name in spec.triggers):
+            self.expect_state("pending", "after import torch, before the triggers are imported")
+            heavy = [m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules]
+            assert not heavy, f"import torch with torchfix activated imported {heavy}"
+            implementation = spec.implementation.partition(":")[0]
+            assert implementation not in sys.modules, f"import torch imported the implementation {implementation}"
         self.import_triggers()
         self.expect_state(self.expected, "after import torch + triggers")
         source = self.tfc().activation().source

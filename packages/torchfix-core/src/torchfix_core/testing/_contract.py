@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from typing import ClassVar, Mapping, Sequence
+from typing import Callable, ClassVar, Mapping, Sequence
 
 from torchfix_core.testing._introspect import outside_validated_range
+from torchfix_core.testing._scenario import ScenarioFailed, run_json_script
 
 CASES = (
     "activated_at_import_torch",
@@ -39,21 +37,11 @@ def run_case(
     config = {"case": case, "fix_id": fix_id, "patched": [list(p) for p in patched], "expected": expected_state}
     from torchfix_core.testing._cases import case_env
 
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    child_env.update(case_env(case, fix_id))
-    child_env.update(env or {})
-    proc = subprocess.run(
-        [sys.executable, "-m", "torchfix_core.testing._cases", json.dumps(config)],
-        env=child_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if proc.returncode != 0:
-        raise AssertionError(
-            f"contract case {case!r} for {fix_id!r} failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-        )
-    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    argv = ["-m", "torchfix_core.testing._cases", json.dumps(config)]
+    try:
+        return run_json_script(argv, env={**case_env(case, fix_id), **(env or {})}, timeout=timeout)
+    except ScenarioFailed as exc:
+        raise AssertionError(f"contract case {case!r} for {fix_id!r} failed: {exc}") from None
 
 
 # Cases that apply the fix under its own range check: on a library outside the validated range the
@@ -90,17 +78,10 @@ def status_without_library(fix_id: str, library: str, timeout: float = 300) -> d
     """``import torch`` in a fresh interpreter (default activation) where ``library`` is absent:
     ``fix_id``'s state and reason, and whether its implementation module or the library got imported
     (a fix for an absent library must be ``not-installed`` and cost nothing)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    proc = subprocess.run(
-        [sys.executable, "-c", _ABSENT_LIBRARY_CHECK, fix_id, library],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if proc.returncode != 0:
-        raise AssertionError(f"status check for {fix_id!r} failed (exit {proc.returncode}):\n{proc.stderr}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    try:
+        return run_json_script(["-c", _ABSENT_LIBRARY_CHECK, fix_id, library], timeout=timeout)
+    except ScenarioFailed as exc:
+        raise AssertionError(f"status check for {fix_id!r} failed: {exc}") from None
 
 
 def assert_inert_without(fix_id: str, library: str) -> None:
@@ -159,41 +140,17 @@ class FixContract:
                 expected = "out-of-range"
         return run_case(case, self.fix_id, self.patched, expected, self.extra_env)
 
-    def test_contract_activated_at_import_torch(self) -> None:
-        self._run("activated_at_import_torch")
 
-    def test_contract_import_then_apply(self) -> None:
-        self._run("import_then_apply")
+def _case_test(case: str) -> Callable[[FixContract], None]:
+    def test(self: FixContract) -> None:
+        self._run(case)
 
-    def test_contract_apply_then_import(self) -> None:
-        self._run("apply_then_import")
+    test.__name__ = f"test_contract_{case}"
+    test.__qualname__ = f"FixContract.{test.__name__}"
+    test.__doc__ = f"The contract's {case!r} case for this fix, in a fresh interpreter."
+    return test
 
-    def test_contract_apply_twice(self) -> None:
-        self._run("apply_twice")
 
-    def test_contract_apply_revert_apply(self) -> None:
-        self._run("apply_revert_apply")
-
-    def test_contract_revert_first(self) -> None:
-        self._run("revert_first")
-
-    def test_contract_disabled_by_env(self) -> None:
-        self._run("disabled_by_env")
-
-    def test_contract_disabled_by_enabled_flag(self) -> None:
-        self._run("disabled_by_enabled_flag")
-
-    def test_contract_out_of_range_noop(self) -> None:
-        self._run("out_of_range_noop")
-
-    def test_contract_forced_out_of_range(self) -> None:
-        self._run("forced_out_of_range")
-
-    def test_contract_probe_false_noop(self) -> None:
-        self._run("probe_false_noop")
-
-    def test_contract_failure_rolls_back(self) -> None:
-        self._run("failure_rolls_back")
-
-    def test_contract_strict_failure_raises(self) -> None:
-        self._run("strict_failure_raises")
+# One test method per case, named test_contract_<case> (the names reports and docs quote).
+for _case in CASES:
+    setattr(FixContract, f"test_contract_{_case}", _case_test(_case))

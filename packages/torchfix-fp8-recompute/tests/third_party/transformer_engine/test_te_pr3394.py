@@ -1,3 +1,6 @@
+# Copyright (c) 2022-2026, NVIDIA CORPORATION & AFFILIATES. All rights reserved.
+#
+# See LICENSE for license information.
 """TransformerEngine's own regression tests for FP8 recompute metadata pairing, ported verbatim.
 
 Source: NVIDIA/TransformerEngine PR #3394 ("[PyTorch] Pair delayed-scaling FP8 recompute metadata
@@ -7,13 +10,14 @@ training and eval mode), ``test_checkpoint_without_autograd_does_not_accumulate_
 ``test_reentrant_checkpoint_without_grad_input_does_not_stash_fp8_metadata``,
 ``test_ineligible_reentrant_checkpoint_preserves_outer_recompute_context`` and
 ``test_checkpoint_without_autograd_preserves_forward_context``, with the helper
-``_assert_fp8_recompute_state_drained`` the PR adds. Bodies and assertions are TE's, unchanged. One
-test is torchfix's own: the fix's state is the one this TE release calls for.
+``_assert_fp8_recompute_state_drained`` the PR adds. Bodies and assertions are TE's, unchanged (see
+``README.md`` here). torchfix's harness (``tests/_te_gpu.py``) adds the ``gpu`` marker, the skip
+without CUDA or TE, and one test of its own: the fix's state is the one this TE release calls for.
 
 torchfix is whatever the environment makes it (installed = active at ``import torch``):
 
-    python -m pytest packages/torchfix-fp8-recompute/tests/test_te_pr3394.py -m gpu -v                  # with the fix
-    TORCHFIX_DISABLE=fp8-recompute-pairing python -m pytest ... -m gpu -v                                # without it
+    python -m pytest packages/torchfix-fp8-recompute/tests/third_party/transformer_engine/test_te_pr3394.py -m gpu -v
+    TORCHFIX_DISABLE=fp8-recompute-pairing python -m pytest ... -m gpu -v                          # without the fix
 
 Expected: TE 2.18-2.19 fail TE's tests without the fix and pass them with it (on TE 2.18 the
 inner-autocast callables also need ``fp8-recompute``, left on); TE 2.20.2 passes them either way,
@@ -23,19 +27,18 @@ elsewhere.
 
 from __future__ import annotations
 
-import os
 from contextlib import nullcontext
 
 import pytest
 import torch
+from _te_gpu import (
+    GPU_MARKS,
+    require_cuda_and_te,
+    test_fp8_recompute_pairing_fix_state_matches_te_release,  # noqa: F401 - torchfix's test, collected here
+)
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-]
-if not torch.cuda.is_available():
-    pytest.skip("needs a CUDA GPU", allow_module_level=True)
-te = pytest.importorskip("transformer_engine.pytorch", reason="needs a TransformerEngine build")
+pytestmark = GPU_MARKS
+require_cuda_and_te()
 
 from transformer_engine.common import recipe  # noqa: E402
 from transformer_engine.pytorch import Linear, autocast, is_fp8_available  # noqa: E402
@@ -51,28 +54,6 @@ all_boolean = [True, False]
 
 # fp8_meta key written by FP8GlobalStateManager.copy_forward_fp8_meta_tensors_for_recompute
 _FP8_RECOMPUTE_KEY = "global_fp8_buffer_pos_fwd_recompute"
-
-
-# --- torchfix's own check ------------------------------------------------------------------------
-
-
-def test_fp8_recompute_pairing_fix_state_matches_te_release() -> None:
-    import torchfix_core
-    from packaging.version import Version
-    from transformer_engine import __version__ as te_version
-
-    state = next(r.state for r in torchfix_core.status() if r.id == "fp8-recompute-pairing")
-    state = str(getattr(state, "value", state))
-    disable = os.environ.get("TORCHFIX_DISABLE", "")
-    if disable == "all" or "fp8-recompute-pairing" in disable.split(","):
-        expected = "disabled"
-    elif Version(Version(te_version).base_version) >= Version("2.20"):
-        expected = "not-needed"
-    elif Version(Version(te_version).base_version) >= Version("2.18"):
-        expected = "applied"
-    else:
-        expected = "out-of-range"
-    assert state == expected, (te_version, state)
 
 
 # --- TE PR #3394, tests/pytorch/test_numerics.py (verbatim) -------------------------------------

@@ -1,3 +1,6 @@
+# Copyright (c) 2022-2026, NVIDIA CORPORATION & AFFILIATES. All rights reserved.
+#
+# See LICENSE for license information.
 """TransformerEngine's own regression tests for the inner-autocast FP8 recompute bug, ported verbatim.
 
 Source: NVIDIA/TransformerEngine PR #3284 ("[PyTorch] Preserve FP8 recompute state for inner
@@ -8,13 +11,14 @@ autocast", commit 731f242a6, first released in TE 2.19.0), ``tests/pytorch/test_
 non-reentrant checkpointing. Their bodies and assertions are TE's, unchanged; the helpers they use
 from that file and from ``tests/pytorch/utils.py`` (``_test_e2e_full_recompute``,
 ``_checkpointed_linear_backward``, ``get_causal_attn_mask``, ``reset_rng_states``, the ``126m``
-``ModelConfig``) are copied beside them, ``ModelConfig`` cut down to the fields these tests read.
-One test is torchfix's own: the fix's state is the one this TE release calls for.
+``ModelConfig``) are copied beside them, ``ModelConfig`` cut down to the fields these tests read
+(see ``README.md`` here). torchfix's harness (``tests/_te_gpu.py``) adds the ``gpu`` marker, the
+skip without CUDA or TE, and one test of its own: the fix's state is the one this TE release calls for.
 
 torchfix is whatever the environment makes it (installed = active at ``import torch``):
 
-    python -m pytest packages/torchfix-fp8-recompute/tests/test_te_pr3284.py -m gpu -v            # with the fix
-    TORCHFIX_DISABLE=fp8-recompute python -m pytest ... -m gpu -v                                 # without it
+    python -m pytest packages/torchfix-fp8-recompute/tests/third_party/transformer_engine/test_te_pr3284.py -m gpu -v
+    TORCHFIX_DISABLE=fp8-recompute python -m pytest ... -m gpu -v                                 # without the fix
 
 Expected: TE <= 2.18 fails TE's tests without the fix and passes them with it; TE >= 2.19 passes
 them either way, the fix reporting ``not-needed``. Needs an FP8-capable GPU (sm89+) and a TE
@@ -23,19 +27,18 @@ build; skipped cleanly elsewhere.
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
 import torch
+from _te_gpu import (
+    GPU_MARKS,
+    require_cuda_and_te,
+    test_fp8_recompute_fix_state_matches_te_release,  # noqa: F401 - torchfix's test, collected here
+)
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-]
-if not torch.cuda.is_available():
-    pytest.skip("needs a CUDA GPU", allow_module_level=True)
-te = pytest.importorskip("transformer_engine.pytorch", reason="needs a TransformerEngine build")
+pytestmark = GPU_MARKS
+require_cuda_and_te()
 
 from transformer_engine.common import recipe  # noqa: E402
 from transformer_engine.pytorch import (  # noqa: E402
@@ -58,27 +61,6 @@ all_boolean = [True, False]
 
 # fp8_meta key written by FP8GlobalStateManager.copy_forward_fp8_meta_tensors_for_recompute
 _FP8_RECOMPUTE_KEY = "global_fp8_buffer_pos_fwd_recompute"
-
-
-# --- torchfix's own check ------------------------------------------------------------------------
-
-
-def test_fp8_recompute_fix_state_matches_te_release() -> None:
-    import torchfix_core
-    from packaging.version import Version
-    from transformer_engine import __version__ as te_version
-
-    state = next(r.state for r in torchfix_core.status() if r.id == "fp8-recompute")
-    state = str(getattr(state, "value", state))
-    disabled = "fp8-recompute" in os.environ.get("TORCHFIX_DISABLE", "").split(",")
-    disabled = disabled or os.environ.get("TORCHFIX_DISABLE", "") == "all"
-    if disabled:
-        expected = "disabled"
-    elif Version(Version(te_version).base_version) >= Version("2.19"):
-        expected = "not-needed"
-    else:
-        expected = "applied"
-    assert state == expected, (te_version, state)
 
 
 # --- helpers copied from TransformerEngine's tests/pytorch/utils.py and test_numerics.py ----------

@@ -1,0 +1,95 @@
+"""Scenario scripts in fresh interpreters: the environment they start from and the JSON they report.
+
+A fix's tests, demos and benchmarks run their reproductions in a fresh interpreter, so that the
+fix's activation at ``import torch`` is the one a user gets. Every such script prints one JSON
+object as its last line of standard output; :func:`run_json_script` runs it and returns that
+object. :func:`clean_environ` is the environment it starts from: this process's, less every
+``TORCHFIX_*`` variable (a developer's own switches must not leak into a reproduction), plus the
+variables the caller names. :func:`only_fix` names the variables that leave one fix alone on or off,
+:func:`fix_switch` the one that turns a fix on or off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Mapping, Sequence
+
+#: A stderr tail longer than this is cut from the front in a failure message.
+STDERR_TAIL = 6000
+
+
+class ScenarioFailed(AssertionError):
+    """A scenario script exited non-zero, or printed no JSON line (a test failure, not an error)."""
+
+
+def clean_environ(variables: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``os.environ`` without any ``TORCHFIX_*`` variable, with ``TORCHINDUCTOR_COMPILE_THREADS=1``
+    unless it is set (one compile worker: a 2-core CI machine stays responsive), then ``variables``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    env.update(variables or {})
+    return env
+
+
+def fix_switch(fix_id: str, enabled: bool) -> dict[str, str]:
+    """The variable that turns ``fix_id`` on or off whatever ``TORCHFIX_DISABLE`` says
+    (``TORCHFIX_<ID>_ENABLED``)."""
+    from torchfix_core._env import env_key
+
+    return {env_key(fix_id): "1" if enabled else "0"}
+
+
+def only_fix(fix_id: str, enabled: bool) -> dict[str, str]:
+    """The variables that switch every installed fix off but ``fix_id``, which is on or off as
+    ``enabled`` says (``TORCHFIX_DISABLE=all`` and :func:`fix_switch`)."""
+    return {"TORCHFIX_DISABLE": "all", **fix_switch(fix_id, enabled)}
+
+
+def run_json_script(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    env: Mapping[str, str] | None = None,
+    python: str | os.PathLike[str] | None = None,
+    timeout: float = 600,
+) -> dict[str, Any]:
+    """Run ``python *argv`` (a script and its arguments, or ``-c`` and code) in
+    :func:`clean_environ` plus ``env``; return the JSON object its last stdout line holds.
+
+    Raises :class:`ScenarioFailed` with the exit status and the output's tail when the interpreter
+    exits non-zero or prints nothing, and ``subprocess.TimeoutExpired`` past ``timeout`` seconds."""
+    command = [str(python or sys.executable), *map(str, argv)]
+    proc = subprocess.run(command, env=clean_environ(env), capture_output=True, text=True, timeout=timeout)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise ScenarioFailed(
+            f"{' '.join(command[1:])[:300]} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n"
+            f"{proc.stderr[-STDERR_TAIL:]}"
+        )
+    result = json.loads(lines[-1])
+    if not isinstance(result, dict):
+        raise ScenarioFailed(f"{' '.join(command[1:])[:300]} printed {lines[-1][:200]!r}, not a JSON object")
+    return result
+
+
+def run_json_script_timed(argv: Sequence[str | os.PathLike[str]], **options: Any) -> dict[str, Any]:
+    """:func:`run_json_script` (same keyword options) for a demo, which reports instead of raising:
+    the object gains ``seconds`` (wall time); a failed run gives ``{"ok": False, "error": ...}``."""
+    start = time.perf_counter()
+    try:
+        result = run_json_script(argv, **options)
+    except (ScenarioFailed, subprocess.TimeoutExpired) as exc:
+        result = {"ok": False, "error": f"scenario crashed: {str(exc)[-800:]}"}
+    result["seconds"] = time.perf_counter() - start
+    return result
+
+
+def describe_failure(result: Mapping[str, Any], width: int = 100) -> str:
+    """``ErrorType: first line of the message`` of a failed scenario result (its ``error_type`` and
+    ``error`` fields; ``builtins.`` and module prefixes dropped), cut to ``width`` characters."""
+    first = (str(result.get("error", "")).splitlines() or [""])[0]
+    kind = str(result.get("error_type", "error")).rsplit(".", 1)[-1]
+    return f"{kind}: {first[:width]}"

@@ -1,0 +1,81 @@
+"""The scenario runner of the test kit (torchfix_core.testing._scenario and .fixtures)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from torchfix_core import testing as kit
+from torchfix_core.testing.fixtures import with_and_without_fix
+
+ECHO_ENV = (
+    "import json, os; print('noise'); print(json.dumps({k: v for k, v in os.environ.items() if 'TORCHFIX' in k}))"
+)
+
+
+def test_clean_environ_drops_the_callers_torchfix_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHFIX_DISABLE", "all")
+    monkeypatch.setenv("TORCHFIX_LOG", "debug")
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    env = kit.clean_environ({"TORCHFIX_STRICT": "1"})
+    assert {k for k in env if k.startswith("TORCHFIX_")} == {"TORCHFIX_STRICT"}
+    assert env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    assert env["PATH"] == os.environ["PATH"]
+
+
+def test_switches_name_the_documented_variables() -> None:
+    assert kit.fix_switch("my-fix", True) == {"TORCHFIX_MY_FIX_ENABLED": "1"}
+    assert kit.only_fix("my-fix", False) == {"TORCHFIX_DISABLE": "all", "TORCHFIX_MY_FIX_ENABLED": "0"}
+
+
+def test_run_json_script_returns_the_last_line_in_a_clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHFIX_FORCE", "all")
+    got = kit.run_json_script(["-c", ECHO_ENV], env=kit.only_fix("my-fix", True), timeout=60)
+    assert got == {"TORCHFIX_DISABLE": "all", "TORCHFIX_MY_FIX_ENABLED": "1"}
+
+
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("import sys; print('partial'); sys.exit(3)", "exited 3"),
+        ("pass", "exited 0"),  # no output at all
+        ("print('[1, 2]')", "not a JSON object"),
+    ],
+)
+def test_run_json_script_fails_with_the_output(code: str, message: str) -> None:
+    with pytest.raises(kit.ScenarioFailed, match=message):
+        kit.run_json_script(["-c", code], timeout=60)
+    assert issubclass(kit.ScenarioFailed, AssertionError)  # a test failure, not an error
+
+
+def test_timed_run_reports_a_crash_instead_of_raising() -> None:
+    ok = kit.run_json_script_timed(["-c", "print('{\"ok\": true}')"], timeout=60)
+    assert ok["ok"] is True and ok["seconds"] > 0
+    crashed = kit.run_json_script_timed(["-c", "raise KeyError('gone')"], timeout=60)
+    assert crashed["ok"] is False and "KeyError: 'gone'" in crashed["error"] and crashed["seconds"] > 0
+
+
+def test_describe_failure_names_the_error_type_and_first_line() -> None:
+    result = {"error_type": "torch.utils.checkpoint.CheckpointError", "error": "Recomputed values differ\nmore"}
+    assert kit.describe_failure(result) == "CheckpointError: Recomputed values differ"
+    assert kit.describe_failure({"error": "x" * 300}, width=10) == "error: " + "x" * 10
+
+
+_CALLS: list[bool] = []
+
+
+def _record(*, fix: bool) -> dict[str, Any]:
+    _CALLS.append(fix)
+    return {"fix": fix}
+
+
+with_fix, without_fix = with_and_without_fix(_record, scope="module")
+
+
+def test_fixture_pair_runs_each_side_once_per_scope(with_fix: dict[str, Any], without_fix: dict[str, Any]) -> None:
+    assert with_fix == {"fix": True} and without_fix == {"fix": False}
+
+
+def test_fixture_pair_is_cached_in_its_scope(with_fix: dict[str, Any], without_fix: dict[str, Any]) -> None:
+    assert sorted(_CALLS) == [False, True], _CALLS
