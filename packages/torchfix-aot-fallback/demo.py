@@ -14,6 +14,8 @@ import sys
 import tempfile
 import textwrap
 
+from torchfix_core.testing import clean_environ
+
 SCRIPT = textwrap.dedent(
     """
     import os, tempfile, logging
@@ -60,9 +62,8 @@ SCRIPT = textwrap.dedent(
 
 
 def run(title: str, env_extra: dict[str, str]) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.update(TORCHINDUCTOR_COMPILE_THREADS="1", TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(prefix="aotfb-demo-"))
-    env.update(env_extra)
+    cache = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="aotfb-demo-")}
+    env = clean_environ({**cache, **env_extra})
     print(title)
     script = os.path.join(tempfile.mkdtemp(prefix="aotfb-demo-"), "demo_script.py")
     with open(script, "w") as f:

@@ -11,6 +11,7 @@ import textwrap
 from typing import Any
 
 import torch
+from torchfix_core.testing import clean_environ
 
 _MINOR = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 #: aot_eager is serializable on 2.12+; on 2.11 its AOT compile raises AssertionError("expected OutputCode").
@@ -35,11 +36,12 @@ def run(
     code: str, tmp_path: Any, *, disable: bool = False, env: dict[str, str] | None = None, timeout: float = 300
 ) -> dict[str, Any]:
     """Run ``PRELUDE + code``; returns the last ``emit(...)`` dict plus ``rc`` and ``stderr``."""
-    child = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    child.update(
-        TORCHINDUCTOR_COMPILE_THREADS="1",
-        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
-        PYTHONPATH=str(tmp_path) + os.pathsep + child.get("PYTHONPATH", ""),
+    child = clean_environ(
+        {
+            "TORCHINDUCTOR_COMPILE_THREADS": "1",
+            "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+            "PYTHONPATH": str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
     )
     if disable:
         child["TORCHFIX_DISABLE"] = "aot-fallback"

@@ -4,12 +4,12 @@ the test-tree fixes installed as real distributions."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from typing import Callable
 
 import pytest
+from torchfix_core.testing import clean_environ
 
 TORCH_MODULES = "print(json.dumps(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))))"
 
@@ -127,8 +127,7 @@ def test_launcher_activates_in_child_processes() -> None:
         "print(torchfix_core.activation().source)'], capture_output=True, text=True)\n"
         "print(child.stdout.strip())\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    env = clean_environ({"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     proc = subprocess.run(
         [sys.executable, "-m", "torchfix_core._launcher", "--", sys.executable, "-c", code],
         env=env,

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from torchfix_core.testing import clean_environ
 
 FIX_ID = "aot-bypass-key"
 
@@ -56,8 +57,7 @@ def emit(**kw):
 
 def run(code: str, cache_dir: Path, *, fix: bool, timeout: float = 600) -> dict[str, Any]:
     """Run ``PRELUDE + code`` in a fresh interpreter; returns its ``emit(...)`` dict (+ ``rc``, ``stderr``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.update(TORCHINDUCTOR_COMPILE_THREADS="1", TORCHINDUCTOR_CACHE_DIR=str(cache_dir))
+    env = clean_environ({"TORCHINDUCTOR_COMPILE_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache_dir)})
     if not fix:
         env["TORCHFIX_DISABLE"] = FIX_ID
     proc = subprocess.run(

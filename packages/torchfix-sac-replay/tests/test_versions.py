@@ -7,11 +7,11 @@ Run with ``pytest -m slow packages/torchfix-sac-replay/tests/test_versions.py``.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
 from conftest import scenario, venv_python
+from torchfix_core.testing import clean_environ, only_fix
 
 pytestmark = pytest.mark.slow
 
@@ -47,8 +47,7 @@ def test_recompute_reads_forward_config_with_fix_on(version: str) -> None:
 
 def test_fix_not_needed_on_2_11() -> None:
     python = venv_python("2.11.0")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.update(TORCHFIX_DISABLE="all", TORCHFIX_SAC_REPLAY_ENABLED="1")
+    env = clean_environ(only_fix("sac-replay", True))
     code = (
         "import json, torch, torch._dynamo, torchfix_core;"
         "r = next(r for r in torchfix_core.status() if r.id == 'sac-replay');"
