@@ -47,3 +47,17 @@ def test_activation_case_fails_a_fix_whose_implementation_is_loaded_before_its_t
         assert "import torch imported the implementation torchfix_demo_dynamo.patch" in str(exc), exc
     else:
         raise AssertionError("the case passed although the implementation was imported before its trigger")
+
+
+def test_a_library_version_outside_the_range_makes_the_fix_out_of_range_unless_unversioned() -> None:
+    """The kit's ``status_with_library_version`` on demo-dynamo (torch >=2.5,<2.99): torch reporting
+    0.0.0 is out of range; a release inside the range is applied by the probe. (A fix declaring its
+    library ``unversioned``, as the Magi adapters do, is judged by its probe at 0.0.0 too: their
+    tests in nox -s magi.)"""
+    from torchfix_core.testing import status_with_library_version
+
+    low = status_with_library_version("demo-dynamo", "torch", "0.0.0")
+    assert low["state"] == "out-of-range", low
+    assert "0.0.0 is outside the validated range" in str(low["reason"]), low
+    inside = status_with_library_version("demo-dynamo", "torch", "2.13.0")
+    assert inside["state"] == "applied", inside

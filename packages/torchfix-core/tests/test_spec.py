@@ -81,6 +81,9 @@ def test_fix_spec_refuses_bad_declarations() -> None:
         _spec(triggers=())
     with pytest.raises(ValueError, match="TORCHFIX_MY_FIX_"):
         _spec(switches=(EnvSwitch("TORCHFIX_OTHER_THING", True, "h"),))
+    with pytest.raises(ValueError, match="unversioned names libraries that are not in targets"):
+        _spec(targets={"torch": ">=2.5"}, unversioned=("magi_compiler",))
+    assert _spec(targets={"torch": ">=2.5"}, unversioned=["torch"]).unversioned == ("torch",)
 
 
 def test_env_switch_reads_the_environment_on_every_call() -> None:

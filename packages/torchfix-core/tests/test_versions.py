@@ -31,3 +31,22 @@ def test_judge(version: str, spec: str, verdict: str) -> None:
 
 def test_invalid_specifier_is_ambiguous_not_a_crash() -> None:
     assert judge("2.13.0", "~~2")[0] == AMBIGUOUS
+
+
+def test_an_unversioned_library_is_judged_by_the_probe_whatever_it_reports(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A library declared ``unversioned`` (its builds all report one version, or 0.0.0) is never
+    out of range: the verdict is ambiguous, the reason names the reported version and the range."""
+    import sys
+    import types
+
+    from torchfix_core._versions import judge_installed, outside_range
+
+    monkeypatch.setitem(sys.modules, "some_lib", types.SimpleNamespace(__version__="0.0.0"))
+    assert judge_installed("some_lib", ">=1.0,<2")[0] == OUT_OF_RANGE
+    verdict, reason = judge_installed("some_lib", ">=1.0,<2", unversioned=True)
+    assert verdict == AMBIGUOUS
+    assert "some_lib reports 0.0.0" in reason and ">=1.0,<2" in reason and "the probe decides" in reason
+    assert outside_range({"some_lib": ">=1.0,<2"}) is not None
+    assert outside_range({"some_lib": ">=1.0,<2"}, unversioned=("some_lib",)) is None
+    monkeypatch.delitem(sys.modules, "some_lib")
+    assert judge_installed("some_lib", ">=1.0,<2")[0] == AMBIGUOUS  # not installed: unknown, the probe decides

@@ -30,4 +30,8 @@ MAGI_FIX = FixSpec(
     triggers=("magi_compiler",),
     order=110,
     upstream=("MagiCompiler PR #89 (AOT -> JIT fallback)",),
+    # Every Magi commit builds as 1.0.0 (versioningit's default), or 0.0.0 without versioningit (pip
+    # install --no-build-isolation from a checkout): the version says nothing, so the probe (Magi's
+    # live layout) decides and the range above documents where the fix was validated.
+    unversioned=("magi_compiler",),
 )

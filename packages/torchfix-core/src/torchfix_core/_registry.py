@@ -130,11 +130,7 @@ def _gate(entry: _Entry) -> tuple[bool, str]:
     notes = []
     targets = _state.target_override.get(entry.id, entry.spec.targets)
     for module_name, specifier in targets.items():
-        version = _versions.installed_version(module_name)
-        if version is None:
-            notes.append(f"{module_name} version unknown; the probe decides")
-            continue
-        verdict, why = _versions.judge(version, specifier)
+        verdict, why = _versions.judge_installed(module_name, specifier, module_name in entry.spec.unversioned)
         if verdict is _versions.Verdict.OUT_OF_RANGE:
             if settings().is_forced(entry.id):
                 notes.append(f"{why}, forced by TORCHFIX_FORCE")

@@ -69,14 +69,29 @@ def installed_version(module_name: str) -> str | None:
         return None
 
 
-def outside_range(targets: dict[str, str]) -> str | None:
+def judge_installed(module_name: str, specifier: str, unversioned: bool = False) -> tuple[Verdict, str]:
+    """:func:`judge` for the installed version of the library imported as ``module_name``.
+
+    ``ambiguous`` (the probe decides) when the version is unknown, and when the library is
+    ``unversioned`` (:class:`torchfix_core.FixSpec`): its version string does not identify its
+    code, so the range only documents where the fix was validated."""
+    version = installed_version(module_name)
+    if version is None:
+        return Verdict.AMBIGUOUS, f"{module_name} version unknown; the probe decides"
+    if unversioned:
+        return Verdict.AMBIGUOUS, (
+            f"{module_name} reports {version}, a version that does not identify its code (the fix was "
+            f"validated on {specifier}); the probe decides"
+        )
+    return judge(version, specifier)
+
+
+def outside_range(targets: dict[str, str], unversioned: tuple[str, ...] = ()) -> str | None:
     """Why the installed libraries are outside ``targets`` (library -> validated range), or None
-    when every known version is inside (an unknown or ambiguous version: the probe decides)."""
+    when every known version is inside (an unknown, ambiguous or ``unversioned`` version: the
+    probe decides)."""
     for module_name, specifier in targets.items():
-        version = installed_version(module_name)
-        if version is None:
-            continue
-        verdict, why = judge(version, specifier)
+        verdict, why = judge_installed(module_name, specifier, module_name in unversioned)
         if verdict is Verdict.OUT_OF_RANGE:
             return why
     return None

@@ -87,6 +87,10 @@ class FixSpec:
         upstream: links to the upstream issue / pull request the fix backports.
         switches: the fix's own environment variables (besides ``TORCHFIX_<ID>_ENABLED``, which
             every fix has).
+        unversioned: libraries of ``targets`` whose version string does not identify their code
+            (e.g. every commit of a project builds as ``1.0.0``, or ``0.0.0`` from a checkout
+            without its version plugin). Their range documents where the fix was validated; it is
+            never used to skip the fix: the probe decides, and the doctor's reason says so.
 
     Sequences are stored as tuples and ``targets`` as a copy, so a caller's list or dict cannot
     change the spec afterwards.
@@ -102,6 +106,7 @@ class FixSpec:
     after: tuple[str, ...] = ()
     upstream: tuple[str, ...] = ()
     switches: tuple[EnvSwitch, ...] = ()
+    unversioned: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if ":" not in self.implementation:
@@ -114,6 +119,9 @@ class FixSpec:
         for switch in self.switches:
             if not isinstance(switch, EnvSwitch) or not switch.name.startswith(prefix):
                 raise ValueError(f"FixSpec {self.id!r}: switches must be EnvSwitch records named {prefix}*")
+        stray = sorted(set(self.unversioned) - set(self.targets))
+        if stray:
+            raise ValueError(f"FixSpec {self.id!r}: unversioned names libraries that are not in targets: {stray}")
         normalized = {
             "targets": dict(self.targets),
             "triggers": tuple(self.triggers),
@@ -121,6 +129,7 @@ class FixSpec:
             "after": tuple(self.after),
             "upstream": tuple(self.upstream),
             "switches": tuple(self.switches),
+            "unversioned": tuple(self.unversioned),
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)  # frozen: the one place that sets a field

@@ -24,6 +24,7 @@ from torchfix_core.testing._contract import (
     assert_inert_without,
     run_case,
     state_to_expect,
+    status_with_library_version,
     status_without_library,
 )
 from torchfix_core.testing._introspect import (
@@ -62,6 +63,7 @@ __all__ = [
     "run_json_script",
     "run_json_script_timed",
     "state_to_expect",
+    "status_with_library_version",
     "status_without_library",
     "waiting_hooks",
 ]

@@ -84,6 +84,34 @@ def status_without_library(fix_id: str, library: str, timeout: float = 300) -> d
         raise AssertionError(f"status check for {fix_id!r} failed: {exc}") from None
 
 
+_LIBRARY_VERSION_CHECK = """
+import importlib, json, sys
+fix_id, library, version = sys.argv[1], sys.argv[2], sys.argv[3]
+import torch  # TORCHFIX_AUTOLOAD=0: nothing judged yet
+module = importlib.import_module(library)
+module.__version__ = version  # what the version gate reads first
+import torchfix_core
+from torchfix_core.testing import import_triggers
+torchfix_core.apply(only=[fix_id])
+import_triggers(fix_id)
+row = next(r for r in torchfix_core.status() if r.id == fix_id)
+print(json.dumps({"state": str(row.state), "reason": row.reason}))
+"""
+
+
+def status_with_library_version(fix_id: str, library: str, version: str, timeout: float = 600) -> dict[str, object]:
+    """``fix_id``'s state and reason in a fresh interpreter where the installed ``library`` reports
+    ``version`` (its ``__version__`` set before the fix is applied; activation at ``import torch``
+    off, then :func:`torchfix_core.apply` and its triggers imported): how the version gate and the probe judge a release the
+    library's metadata names wrongly or not at all (e.g. a checkout that builds as ``0.0.0``)."""
+    try:
+        return run_json_script(
+            ["-c", _LIBRARY_VERSION_CHECK, fix_id, library, version], env={"TORCHFIX_AUTOLOAD": "0"}, timeout=timeout
+        )
+    except ScenarioFailed as exc:
+        raise AssertionError(f"status check for {fix_id!r} with {library} {version} failed: {exc}") from None
+
+
 def assert_inert_without(fix_id: str, library: str) -> None:
     """Where ``library`` is absent, ``fix_id`` is ``not-installed`` (reason: ``<library> is not
     installed``) and neither its implementation nor the library was imported (see

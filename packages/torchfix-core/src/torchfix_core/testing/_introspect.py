@@ -82,4 +82,5 @@ def outside_validated_range(fix_id: str) -> str | None:
     version is unknown: the probe decides)."""
     from torchfix_core import _versions
 
-    return _versions.outside_range(dict(fix_spec(fix_id).targets))
+    spec = fix_spec(fix_id)
+    return _versions.outside_range(dict(spec.targets), spec.unversioned)
