@@ -46,3 +46,18 @@ def test_require_parameters_refuses_unknown_layouts_with_the_reason() -> None:
         require_parameters(_Layout, "__init__", ("self", "a"), where="_Layout.__init__")
     with pytest.raises(PatchRefused, match=r"^torch.Missing.__init__ not found$"):
         require_parameters(getattr(torch, "Missing", None), "__init__", ("self",), where="torch.Missing.__init__")
+
+
+def test_nested_code_walks_every_code_object_inside_a_function_depth_first() -> None:
+    from torchfix_core.probes import nested_code
+
+    def outer() -> object:
+        def inner() -> object:
+            return [x for x in range(3)]
+
+        return lambda: inner
+
+    names = [c.co_name for c in nested_code(outer.__code__)]
+    assert names[0] == "outer" and "inner" in names and "<lambda>" in names
+    assert [c.co_name for c in nested_code(outer.__code__, include_self=False)] == names[1:]
+    assert all(c is not outer.__code__ for c in nested_code(outer.__code__, include_self=False))

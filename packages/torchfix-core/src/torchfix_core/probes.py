@@ -11,6 +11,9 @@
   the ones a wrapper was written for.
 * :func:`same_code` - whether two code objects are the same program (a fix that recompiles a
   library's source checks that the unchanged source reproduces the live code first).
+* :func:`nested_code` - a code object and every code object nested in its constants (functions,
+  classes, lambdas and comprehensions defined inside it): what a layout check reads when it asks
+  which names a function loads or which inner function it defines.
 
 What a probe checks belongs to the fix that needs it; nothing here knows a fix. Imported only by
 fix implementations when they are probed, never at activation: every function imports torch inside.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from torchfix_core.patching import PatchRefused
 
@@ -98,3 +101,13 @@ def same_code(a: types.CodeType, b: types.CodeType) -> bool:
         elif type(x) is not type(y) or x != y:
             return False
     return True
+
+
+def nested_code(code: types.CodeType, *, include_self: bool = True) -> Iterator[types.CodeType]:
+    """``code`` (unless ``include_self`` is false) and, depth first in constant order, every code
+    object nested in its constants, at any depth."""
+    if include_self:
+        yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from nested_code(const)

@@ -28,7 +28,7 @@ import linecache
 import types
 
 from torchfix_core.patching import PatchRefused
-from torchfix_core.probes import same_code
+from torchfix_core.probes import nested_code, same_code
 
 
 def module_source(func: types.FunctionType) -> list[str]:
@@ -78,7 +78,7 @@ def code_at(module_code: types.CodeType, func: types.FunctionType, line: int) ->
     qualname = getattr(func.__code__, "co_qualname", func.__qualname__)
     found = [
         code
-        for code in _nested(module_code)
+        for code in nested_code(module_code, include_self=False)
         if code.co_name == name and code.co_firstlineno == line and getattr(code, "co_qualname", qualname) == qualname
     ]
     if len(found) != 1:
@@ -98,12 +98,3 @@ def require_reproduces(func: types.FunctionType, lines: list[str], *, flags: int
             "(edited, stale or generated source)"
         )
     return start
-
-
-def _nested(code: types.CodeType) -> list[types.CodeType]:
-    found = []
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            found.append(const)
-            found += _nested(const)
-    return found

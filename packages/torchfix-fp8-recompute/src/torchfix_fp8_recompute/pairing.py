@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
-from torchfix_core.probes import same_code
+from torchfix_core.probes import nested_code, same_code
 from torchfix_core.sourcepatch import code_at, compile_module, module_source, source_span
 
 log = logging.getLogger("torchfix.fp8-recompute-pairing")
@@ -198,10 +198,13 @@ def _replace(lines: list[str], hunk: Hunk) -> list[str]:
 
 
 def _loaded_globals(code: types.CodeType) -> set[str]:
-    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _loaded_globals(const)
+    """Global names ``code`` and the code nested in it load."""
+    names = {
+        ins.argval
+        for inner in nested_code(code)
+        for ins in dis.get_instructions(inner)
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+    }
     return {n for n in names if isinstance(n, str)}
 
 

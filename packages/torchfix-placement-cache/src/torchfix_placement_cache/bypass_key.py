@@ -61,6 +61,7 @@ import uuid
 from typing import Any, Callable, Iterator
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.probes import nested_code
 
 log = logging.getLogger("torchfix.aot-bypass-key")
 
@@ -102,13 +103,6 @@ def _module() -> types.ModuleType:
     return module
 
 
-def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield from _code_objects(const)
-
-
 def _functions_of(module: types.ModuleType) -> Iterator[tuple[str, types.FunctionType]]:
     """Functions and methods defined in ``module`` (top level and one class level deep)."""
     for name, value in vars(module).items():
@@ -124,12 +118,12 @@ def _functions_of(module: types.ModuleType) -> Iterator[tuple[str, types.Functio
 
 
 def _reads_global(func: types.FunctionType, name: str) -> bool:
-    return any(name in code.co_names for code in _code_objects(func.__code__))
+    return any(name in code.co_names for code in nested_code(func.__code__))
 
 
 def _switch_of(func: types.FunctionType) -> tuple[str, str]:
     """The config switch that turns the fallback on, as read by the live function."""
-    names = {n for code in _code_objects(func.__code__) for n in code.co_names}
+    names = {n for code in nested_code(func.__code__) for n in code.co_names}
     for module_name, flag in SWITCHES:
         config = sys.modules.get(module_name)
         if flag in names and config is not None and hasattr(config, flag):

@@ -51,6 +51,7 @@ import types
 from dataclasses import dataclass
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.probes import nested_code
 from torchfix_core.sourcepatch import (
     code_at,
     compile_module,
@@ -131,16 +132,6 @@ def _generator_plan(gen: types.FunctionType) -> Plan | None:
     return Plan("generator", gen, code, code.replace(co_consts=consts))
 
 
-def _nested(code: types.CodeType, name: str) -> list[types.CodeType]:
-    found = []
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            if const.co_name == name:
-                found.append(const)
-            found += _nested(const, name)
-    return found
-
-
 def _inline_plan(rw: types.ModuleType) -> Plan | None:
     """torch 2.12: ``build`` with the unfixed inline line, or None when its backward already copies
     (the module recompiled whole, its unchanged source checked first: :mod:`torchfix_core.sourcepatch`)."""
@@ -151,7 +142,11 @@ def _inline_plan(rw: types.ModuleType) -> Plan | None:
             f"{RUNTIME_WRAPPERS} has no _codegen_compiled_backward nor a factory build(): unknown layout"
         )
     original = build.__code__
-    backward = [c for c in _nested(original, "backward") if "_get_obj_in_tls" in c.co_names]
+    backward = [
+        c
+        for c in nested_code(original, include_self=False)
+        if c.co_name == "backward" and "_get_obj_in_tls" in c.co_names
+    ]
     if len(backward) != 1:
         raise PatchRefused("CompiledFunction.backward does not read the backward context: unknown layout")
     if "copy" in backward[0].co_names:
