@@ -86,7 +86,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=24)
     args = parser.parse_args()
     cache = tempfile.mkdtemp(prefix="aotfb-bench-")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    from torchfix_core.testing import clean_environ
+
+    env = clean_environ()
     env.update(
         TORCHINDUCTOR_CACHE_DIR=cache,
         TORCHINDUCTOR_COMPILE_THREADS=os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1"),

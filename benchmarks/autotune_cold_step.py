@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -156,7 +155,9 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_variant(name: str, argv: list[str]) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    from torchfix_core.testing import clean_environ
+
+    env = clean_environ()
     env.update(
         TORCHINDUCTOR_COORDINATE_DESCENT_TUNING="1",
         TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -41,7 +40,9 @@ print(json.dumps({"ms": (t1 - t0) * 1e3, "new_modules": new, "states": {r.id: r.
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHFIX_", "TORCH_DEVICE_BACKEND"))}
+    from torchfix_core.testing import clean_environ
+
+    env = {k: v for k, v in clean_environ().items() if not k.startswith("TORCH_DEVICE_BACKEND")}
     env.update(extra)
     return env
 

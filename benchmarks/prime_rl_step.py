@@ -247,8 +247,9 @@ def child_guard_miss(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_child(args: argparse.Namespace, scenario: str, on: bool, in_process_blocks: int = 0) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    from torchfix_core.testing import clean_environ
+
+    env = clean_environ()
     if not on:
         env["TORCHFIX_DISABLE"] = "all"
     if args.device == "cpu":

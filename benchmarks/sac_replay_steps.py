@@ -186,7 +186,9 @@ def parent(args: argparse.Namespace) -> None:
     results = []
     for policy in args.policy.split(","):
         for fix in (False, True):
-            env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+            from torchfix_core.testing import clean_environ
+
+            env = clean_environ()
             env.update(
                 TORCHFIX_DISABLE="all",
                 TORCHFIX_SAC_REPLAY_ENABLED="1" if fix else "0",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -48,7 +47,9 @@ print(json.dumps({"median_ms": statistics.median(times) * 1e3, "applied": [r.id 
 
 
 def run(env_extra: dict[str, str], steps: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
+    from torchfix_core.testing import clean_environ
+
+    env = clean_environ()
     env.update(env_extra)
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     proc = subprocess.run(

@@ -29,7 +29,6 @@ import argparse
 import ast
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,8 +63,9 @@ def reproductions() -> dict[str, tuple[str, str]]:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHFIX_")}
-    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    from torchfix_core.testing import clean_environ
+
+    env = clean_environ()
     env.update(extra)
     return env
 
