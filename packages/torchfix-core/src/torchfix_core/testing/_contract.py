@@ -112,6 +112,16 @@ def status_with_library_version(fix_id: str, library: str, version: str, timeout
         raise AssertionError(f"status check for {fix_id!r} with {library} {version} failed: {exc}") from None
 
 
+def assert_version_does_not_decide(fix_id: str, library: str, version: str, expected_state: str) -> None:
+    """``fix_id`` declares ``library`` ``unversioned`` (:class:`torchfix_core.FixSpec`): where the
+    library reports ``version`` (inside its documented range or not) the fix reaches
+    ``expected_state`` (the probe's decision) and its reason names the reported version
+    (:func:`status_with_library_version`)."""
+    row = status_with_library_version(fix_id, library, version)
+    assert row["state"] == expected_state, row
+    assert f"{library} reports {version}, a version that does not identify its code" in str(row["reason"]), row
+
+
 def assert_inert_without(fix_id: str, library: str) -> None:
     """Where ``library`` is absent, ``fix_id`` is ``not-installed`` (reason: ``<library> is not
     installed``) and neither its implementation nor the library was imported (see
