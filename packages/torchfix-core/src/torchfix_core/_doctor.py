@@ -21,6 +21,8 @@ from typing import Any
 
 #: exit status when torch cannot be imported (not installed, or its import fails)
 EXIT_NO_TORCH = 3
+#: every fix of the family has its page at this path of the torchfix repository (a test checks it)
+DOCS_PAGE = "docs/fixes/{id}.md"
 
 
 def _torch_info() -> dict[str, Any]:
@@ -122,6 +124,7 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"    why: {fix['reason']}")
         for link in fix["upstream"]:
             lines.append(f"    upstream: {link}")
+        lines.append(f"    page: {DOCS_PAGE.format(id=fix['id'])} (torchfix repository)")
     return "\n".join(lines)
 
 
