@@ -3,7 +3,7 @@
     nox -t ci                    what CI runs: lint, tests, te(2.18.0), te(2.19.0), te(2.20.2), ...
     nox -s tests                 every package's tests + tests/ against the default torch (2.13.0)
     nox -s "te(2.18.0)"          torchfix-fp8-recompute on one TransformerEngine release (1.13 ... 2.20)
-    nox -s "tests_torch(2.15.0)" the same against another torch release (2.10 ... 2.15)
+    nox -s "tests_torch(2.15.0)" the same against another torch release (2.8 ... 2.15)
     nox -s tests_python          the same on Python 3.10 and 3.12 (default torch)
     nox -s "combinations(2.13.0)" every fix alone, all, every pair and every subset of a group
                                  (shared distribution/trigger/after/patch point), as real wheels
@@ -36,7 +36,7 @@ import family  # noqa: E402 - scripts/family.py: the one list of the family's pa
 PACKAGES = family.PACKAGES
 FIXTURES = family.core() / "tests" / "fixtures"
 DEFAULT_TORCH = "2.13.0"
-TORCH_MATRIX = ["2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.1", "2.15.0"]
+TORCH_MATRIX = ["2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.1", "2.15.0"]
 TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy", "pip", "setuptools"]
 # pip: tests install fixtures; setuptools: Inductor's CPU builder on torch 2.10 imports it
 MATRIX_PYTHONS = ["3.10", "3.12"]  # besides the default 3.11
@@ -422,9 +422,9 @@ def upstream_watch(session: nox.Session) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 # Real clients (docs/clients.md): torchfix under code nobody here wrote. A Redis server shared as
-# Inductor's remote compile cache (placement-cache), and torchtitan's own training pieces
-# (tests/clients/). Self-contained: these sessions share only family, DEFAULT_TORCH, TEST_TOOLS and
-# install_torchfix with the rest of this file.
+# Inductor's remote compile cache (placement-cache), torchtitan's own training pieces and Hugging Face
+# transformers' models (tests/clients/). Self-contained: these sessions share only family,
+# DEFAULT_TORCH, TEST_TOOLS and install_torchfix with the rest of this file.
 
 REDIS_CLIENT = "redis>=5"
 REDIS_TEST = PACKAGES / "torchfix-placement-cache" / "tests" / "test_remote_cache_redis.py"
@@ -432,6 +432,14 @@ TORCHTITAN = "torchtitan==0.3.0"
 # what torchtitan's model, parallelize and optimizer modules import (its trainer's data/logging
 # stack, torchdata/tokenizers/datasets/tensorboard/wandb, is not needed: tests/clients/ builds the loop)
 TORCHTITAN_DEPS = ["einops", "safetensors", "tyro", "pillow", "spmd_types==0.2.3"]  # + triton: imported by its MoE code
+# transformers 5.22.2: the newest release whose GradientCheckpointingLayer checkpoints the layer's
+# __call__, FSDP2's hooks inside the checkpoint (so do 4.57.6, 5.0.0, 5.10.4, 5.20.2, 5.21.1; 5.23.0 moved
+# the checkpoint to forward, inside the hooks, and no longer reaches fsdp-recompute-cast's bug); it
+# declares torch>=2.6 and the job runs on torch 2.8.0-2.15.0. Installed with its (pure-Python) dependencies.
+TRANSFORMERS = "transformers==5.22.2"
+TRANSFORMERS_TEST = ROOT / "tests" / "clients" / "test_transformers.py"
+# besides the default torch (clients): 2.8-2.12 have the bug, 2.14.1/2.15.0 are fixed upstream
+CLIENTS_TORCH = ["2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.14.1", "2.15.0"]
 
 
 def _redis_cache(session: nox.Session, torch: str) -> None:
@@ -461,17 +469,32 @@ def redis_cache_torch(session: nox.Session, torch: str) -> None:
 
 @nox.session(python="3.11")
 def clients(session: nox.Session) -> None:
-    """torchtitan 0.3.0 (registry) under torchfix, on the default torch: its Llama3 debugmodel with
-    parallelize_llama (SelectiveAC, per-block compile, FSDP2) on 2 gloo CPU ranks, torchfix active vs
-    TORCHFIX_DISABLE=all (bit-identical losses, step-time ratio printed), and the eager-checkpoint-
-    around-compiled-block ordering (red without torchfix, green with it). tests/clients/: each job
-    compiles cold in its own cache directory, with one intra-op thread and deterministic algorithms.
-    About 2-3 minutes of tests on a 2-core machine, plus the install."""
-    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *TORCHTITAN_DEPS, "triton")
+    """torchtitan 0.3.0 and transformers 5.22.2 (registry) under torchfix, on the default torch.
+    torchtitan: its Llama3 debugmodel with parallelize_llama (SelectiveAC, per-block compile, FSDP2)
+    on 2 gloo CPU ranks, torchfix active vs TORCHFIX_DISABLE=all (bit-identical losses, step-time ratio
+    printed), and the eager-checkpoint-around-compiled-block ordering (red without torchfix, green with
+    it). transformers: a small random Llama with gradient checkpointing and FSDP2 bf16 mixed precision
+    (fsdp-recompute-cast; on the default torch, fixed upstream, the bit-identical case). tests/clients/:
+    each job compiles cold in its own cache directory, with one intra-op thread and deterministic
+    algorithms. About 6-8 minutes of tests on a 2-core machine, plus the install."""
+    session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *TORCHTITAN_DEPS, "triton", TRANSFORMERS)
     session.install("--no-deps", TORCHTITAN)
     install_torchfix(session, fixtures=False)
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     session.run("python", "-m", "pytest", "-q", "-s", "-rs", *session.posargs, str(ROOT / "tests" / "clients"), env=env)
+
+
+@nox.session(python="3.11", venv_backend="uv|virtualenv")
+@nox.parametrize("torch", [nox.param(v, id=v) for v in CLIENTS_TORCH])
+def clients_torch(session: nox.Session, torch: str) -> None:
+    """The transformers job (tests/clients/test_transformers.py) against another torch release (the
+    registry's builds, through uv): red without torchfix / green with it where fsdp-recompute-cast
+    applies (2.8-2.12), bit-identical on and off where it is not needed. torchtitan 0.3.0's job is
+    validated on the default torch only (its glue is for 2.13). About 4-6 minutes of tests each."""
+    session.install(f"torch=={torch}", *TEST_TOOLS, TRANSFORMERS)
+    install_torchfix(session, fixtures=False)
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    session.run("python", "-m", "pytest", "-q", "-s", "-rs", *session.posargs, str(TRANSFORMERS_TEST), env=env)
 
 
 # ---------------------------------------------------------------------------------------------------

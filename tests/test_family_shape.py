@@ -65,9 +65,14 @@ def test_fix_package_layout_and_entry_point(package: Path) -> None:
         assert (mod / required).is_file(), f"{package.name}: missing {required}"
     assert (package / "tests" / "test_contract.py").is_file()
     assert (package / "demo.py").is_file()
-    assert (ROOT / "docs" / "fixes" / f"{fix_id}.md").is_file()
     eps = pyproject(package)["project"]["entry-points"]["torchfix.fixes"]
-    assert eps[fix_id] == f"{mod.name}.package:FIX"
+    if fix_id in eps:
+        assert (ROOT / "docs" / "fixes" / f"{fix_id}.md").is_file()
+        assert eps[fix_id] == f"{mod.name}.package:FIX"
+    else:  # a package of sibling fixes named after it (torchfix-fsdp-recompute: fsdp-recompute-cast, -unshard)
+        assert len(eps) >= 2 and all(name.startswith(f"{fix_id}-") for name in eps), eps
+        for name in eps:
+            assert (ROOT / "docs" / "fixes" / f"{name}.md").is_file(), name
     # further fixes of the same package (e.g. a framework adapter) load other specs of package.py
     assert all(re.fullmatch(rf"{mod.name}\.package:[A-Z_]+", v) for v in eps.values()), eps
 
@@ -108,7 +113,9 @@ def test_installed_fix_registers_its_entry_point(package: Path) -> None:
     dist = distribution(package.name)
     names = [ep.name for ep in dist.entry_points if ep.group == "torchfix.fixes"]
     declared = pyproject(package)["project"]["entry-points"]["torchfix.fixes"]
-    assert package.name.removeprefix("torchfix-") in names and sorted(names) == sorted(declared)
+    name = package.name.removeprefix("torchfix-")
+    assert name in names or all(n.startswith(f"{name}-") for n in names), names
+    assert names and sorted(names) == sorted(declared)
 
 
 def test_torchfix_all_dependencies_are_generated_and_current() -> None:
@@ -201,3 +208,15 @@ def test_the_core_names_no_fix() -> None:
         if pattern.search(line)
     ]
     assert found == [], "\n".join(found)
+
+
+def test_every_fix_id_has_its_page_and_the_readme_links_it() -> None:
+    """Each fix id of the family has ``docs/fixes/<id>.md`` (the page doctor names for it) and the
+    README's table links that page."""
+    from torchfix_core._doctor import DOCS_PAGE
+
+    readme = (ROOT / "README.md").read_text()
+    missing = [fix_id for fix_id in family.family_members() if not (ROOT / DOCS_PAGE.format(id=fix_id)).is_file()]
+    assert missing == [], f"fix ids without a page: {missing}"
+    unlinked = [fix_id for fix_id in family.family_members() if f"]({DOCS_PAGE.format(id=fix_id)})" not in readme]
+    assert unlinked == [], f"fix ids the README does not link: {unlinked}"

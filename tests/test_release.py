@@ -71,9 +71,15 @@ def test_every_distribution_has_a_keep_a_changelog_file_with_its_current_version
         assert re.search(rf"^## \[{re.escape(current)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.M), package.name
 
 
+def set_unreleased(changelog: Path, body: str) -> None:
+    """Make the tree copy's ``[Unreleased]`` section hold exactly ``body`` (whatever main has there)."""
+    head, _, rest = changelog.read_text().partition("## [Unreleased]\n")
+    changelog.write_text(head + "## [Unreleased]\n" + (f"\n{body}" if body else "") + "\n" + rest[rest.index("## [") :])
+
+
 def test_patch_bump_writes_version_pins_and_dated_changelog_entries(tree: Path) -> None:
     log = tree / "packages" / "torchfix-autotune" / "CHANGELOG.md"
-    log.write_text(log.read_text().replace("## [Unreleased]\n", "## [Unreleased]\n\n### Fixed\n\n- a thing\n", 1))
+    set_unreleased(log, "### Fixed\n\n- a thing\n")
     done = bump(tree, "torchfix-autotune", "patch")
     assert done.returncode == 0, done.stderr
     assert version(tree, "torchfix-autotune") == "0.1.1"
@@ -89,6 +95,7 @@ def test_patch_bump_writes_version_pins_and_dated_changelog_entries(tree: Path) 
 
 
 def test_bump_with_an_empty_unreleased_section_needs_a_message(tree: Path) -> None:
+    set_unreleased(tree / "packages" / "torchfix-aot-fallback" / "CHANGELOG.md", "")
     before = snapshot(tree)
     done = bump(tree, "torchfix-aot-fallback", "patch")
     assert done.returncode == 1

@@ -66,6 +66,42 @@ def main() -> None:
     _show(f"torchfix enabled (fix state: {with_fix[0]['fix_state']}):", with_fix)
     print(f"  ({time.perf_counter() - start:.0f} s)")
     aot_bypass_key()
+    aot_cache_keys()
+
+
+def aot_cache_keys() -> None:
+    """The aot-autocast-key and aot-hop-body-key sections: two processes sharing one cache directory."""
+    import tempfile
+
+    from _aot_cache_key_util import AUTOCAST, HOP_BODY, run
+
+    cases = (
+        (AUTOCAST, "autocast_runs", ("bfloat16", "float16"), {}, "compiled under bf16 autocast, then float16"),
+        (
+            HOP_BODY,
+            "checkpointed",
+            ("opaque", "opaque"),
+            ({"SCALE": "2"}, {"SCALE": "3"}),
+            "checkpoint body reads SCALE=2, then 3",
+        ),
+    )
+    for fix_id, scenario, args, envs, what in cases:
+        print(f"== {fix_id}: {what} (2 processes, one TORCHINDUCTOR_CACHE_DIR, CPU)")
+        start = time.perf_counter()
+        for fix in (False, True):
+            with tempfile.TemporaryDirectory() as cache:
+                reports = [
+                    run(fix_id, fix, Path(cache), scenario, arg, **(envs[i] if envs else {}))
+                    for i, arg in enumerate(args)
+                ]
+            last = reports[-1]
+            ok = last["runs"][0]["equal"] if "runs" in last else last["out_ok"] and last["grad_ok"]
+            hit = last["counters"].get("autograd_cache_hit", 0)
+            state = last["states"][fix_id]
+            print(
+                f"  fix {'on ' if fix else 'off'} ({state}): 2nd process AOTAutograd hit={hit} -> {'correct' if ok else 'WRONG (stale artifact)'}"
+            )
+        print(f"  ({time.perf_counter() - start:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -317,8 +317,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def spawn(args: argparse.Namespace, argv: list[str]) -> int:
-    """``--spawn N``: start N ranks of this script (gloo, loopback rendezvous), relay rank 0's report."""
+def spawn(args: argparse.Namespace, argv: list[str], script: str = __file__) -> int:
+    """``--spawn N``: start N ranks of ``script`` (default: this one; gloo, loopback rendezvous) with
+    ``argv`` less ``--spawn N``, relay rank 0's report; ``args.timeout`` bounds the wait."""
     port = str(_free_port())
     at = argv.index("--spawn")
     child_args = argv[:at] + argv[at + 2 :]
@@ -328,7 +329,7 @@ def spawn(args: argparse.Namespace, argv: list[str]) -> int:
         env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
         procs.append(
             subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), *child_args], env=env, text=True, stdout=subprocess.PIPE
+                [sys.executable, os.path.abspath(script), *child_args], env=env, text=True, stdout=subprocess.PIPE
             )
         )
     outputs = [p.communicate(timeout=args.timeout)[0] for p in procs]
@@ -385,6 +386,14 @@ def main(argv: list[str]) -> int:
             report = run_titan(args)
         finally:
             dist.destroy_process_group()
+    return emit(report, settings)
+
+
+def emit(report: dict[str, Any], settings: dict[str, Any]) -> int:
+    """Complete a rank's report (settings, torch version, torchfix states, TORCHFIX_DISABLE) and
+    print it as the last stdout line on rank 0 (the JSON the kit's runner reads); returns 0."""
+    import torch
+
     report.update(settings, torch=torch.__version__, torchfix=_states(), disable=os.environ.get("TORCHFIX_DISABLE", ""))
     if report["rank"] == 0:
         sys.stdout.write(json.dumps(report) + "\n")

@@ -116,11 +116,46 @@ REPRODUCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
             "test_aot_bypass_key_repro.py::test_graphs_of_one_capture_passes_with_fix",
         ),
     ),
+    "aot-autocast-key": (
+        "torchfix-placement-cache",
+        (
+            "test_aot_autocast_key_repro.py::test_autocast_dtype_change_in_one_process_fails_without_fix",
+            "test_aot_autocast_key_repro.py::test_autocast_dtype_change_in_one_process_passes_with_fix",
+        ),
+    ),
+    "aot-hop-body-key": (
+        "torchfix-placement-cache",
+        (
+            "test_aot_hop_body_key_repro.py::test_changed_global_in_checkpoint_body_fails_without_fix",
+            "test_aot_hop_body_key_repro.py::test_changed_global_in_checkpoint_body_passes_with_fix",
+        ),
+    ),
     "recompute-cache": (
         "torchfix-recompute-cache",
         (
             "test_recompute_cache.py::test_two_checkpointed_blocks_fails_without_fix",
             "test_recompute_cache.py::test_two_checkpointed_blocks_pass_with_fix",
+        ),
+    ),
+    "budget-rng": (
+        "torchfix-recompute-cache",
+        (
+            "test_budget_rng.py::test_budget_dropout_grad_fails_without_fix",
+            "test_budget_rng.py::test_budget_dropout_grad_passes_with_fix",
+        ),
+    ),
+    "fsdp-recompute-cast": (
+        "torchfix-fsdp-recompute",
+        (
+            "test_fsdp_recompute_cast.py::test_hf_checkpoint_bf16_fails_without_fix",
+            "test_fsdp_recompute_cast.py::test_hf_checkpoint_bf16_passes_with_fix",
+        ),
+    ),
+    "fsdp-recompute-unshard": (
+        "torchfix-fsdp-recompute",
+        (
+            "test_fsdp_recompute_unshard.py::test_nested_two_forwards_fails_without_fix",
+            "test_fsdp_recompute_unshard.py::test_nested_two_forwards_passes_with_fix",
         ),
     ),
     "fp8-recompute-pairing": (

@@ -16,10 +16,23 @@ HERE = Path(__file__).resolve().parent
 
 @functools.cache
 def sac_replay_is_strict() -> bool:
-    """The live probe (torch 2.13+: True; 2.10-2.12: False)."""
+    """The live probe (torch 2.13+: True; 2.8-2.12: False)."""
     from torchfix_autotune.probes import sac_replay_behaviour
 
     return sac_replay_behaviour().strict
+
+
+@functools.cache
+def compiled_code_runs_under_sac() -> bool:
+    """Whether Dynamo runs compiled code inside a SAC region: SAC's two modes declare
+    ``ignore_compile_internals()`` (torch 2.10+). On 2.8/2.9 they do not (2.8 has no such method), so
+    Dynamo skips every frame under them and a compiled function called inside SAC runs eagerly:
+    no compiled artifact, hence no autotuning, ever runs in a recompute. Read on the live modes."""
+    import torch
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    modes = create_selective_checkpoint_contexts([torch.ops.aten.mm.default])
+    return all(getattr(mode, "ignore_compile_internals", lambda: False)() is True for mode in modes)
 
 
 def run_script(script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> dict[str, Any]:

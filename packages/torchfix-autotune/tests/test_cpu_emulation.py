@@ -9,14 +9,19 @@ GPU tests in test_gpu.py do.
 
 from __future__ import annotations
 
-from _autotune_helpers import run_script
+import pytest
+from _autotune_helpers import compiled_code_runs_under_sac, run_script
 
 ERROR = "aten.empty.memory_format encountered during backward but not found in storage"
+#: torch 2.10+: the recompute-time artifact's first call lands inside SAC's replay (stack depth 1);
+#: 2.8/2.9: compiled code never runs under SAC's modes (Dynamo skips the frame: eager), only the
+#: warm-up outside SAC calls the artifact
+COLD_CALLS = [0, 1] if compiled_code_runs_under_sac() else [0]
 
 
 def test_cpu_emulated_cold_autotune_in_recompute_fails_without_mode_filter(strict: bool) -> None:
     result = run_script("_emulation.py", "plain", env={"TORCHFIX_DISABLE": "autotune"})
-    assert result["cold_call_stack_depths"] == [0, 1], result  # the 2nd cold call ran inside replay
+    assert result["cold_call_stack_depths"] == COLD_CALLS, result  # the 2nd cold call ran inside replay
     if strict:
         assert result["ok"] is False, result
         assert result["error"] == ERROR, result
@@ -26,11 +31,15 @@ def test_cpu_emulated_cold_autotune_in_recompute_fails_without_mode_filter(stric
 
 def test_cpu_emulated_cold_autotune_in_recompute_passes_with_mode_filter() -> None:
     result = run_script("_emulation.py", "filtered")
-    assert result["cold_call_stack_depths"] == [0, 1], result
+    assert result["cold_call_stack_depths"] == COLD_CALLS, result
     assert result["ok"] is True, result
     assert result["grads_match"] is True, result
 
 
+@pytest.mark.skipif(
+    not compiled_code_runs_under_sac(),
+    reason="SAC's modes do not declare ignore_compile_internals() here (torch 2.8/2.9): the filter keeps them, and compiled code never runs under them",
+)
 def test_gpu_scenario_recompiles_in_recompute_on_cpu_inductor() -> None:
     """Plumbing check of the GPU reproduction on CPU Inductor (no Triton, so no autotuning): the
     guard flip + cache clear makes recompute recompile, and the gradients match eager."""

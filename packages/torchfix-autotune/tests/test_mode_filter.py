@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import torch
+from _autotune_helpers import compiled_code_runs_under_sac
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.checkpoint import create_selective_checkpoint_contexts
 from torchfix_autotune.modes import current_stack, is_hidden, without_compile_internal_modes
@@ -45,6 +46,10 @@ def test_filter_hides_ignore_modes_and_keeps_others_in_order() -> None:
     assert current_stack() == []
 
 
+@pytest.mark.skipif(
+    not compiled_code_runs_under_sac(),
+    reason="SAC's modes do not declare ignore_compile_internals() here (torch 2.8/2.9): the filter keeps them, and compiled code never runs under them",
+)
 def test_filter_hides_real_sac_modes_and_debug_mode() -> None:
     record, replay = create_selective_checkpoint_contexts([torch.ops.aten.mm.default])
     assert is_hidden(record) and is_hidden(replay)

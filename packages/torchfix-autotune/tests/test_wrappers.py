@@ -8,6 +8,7 @@ from typing import Any, Iterator
 
 import pytest
 import torchfix_core
+from _autotune_helpers import compiled_code_runs_under_sac
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 from torchfix_autotune import patch as fix_patch
@@ -76,6 +77,10 @@ def _call(cls: type, name: str, seen: list[list[Any]]) -> None:
         getattr(cls, name)(duck, _Duck(seen))
 
 
+@pytest.mark.skipif(
+    not compiled_code_runs_under_sac(),
+    reason="SAC's modes do not declare ignore_compile_internals() here (torch 2.8/2.9): the filter keeps them, and compiled code never runs under them",
+)
 @pytest.mark.parametrize("name", list(PATCH_POINTS))
 def test_installed_wrapper_hides_sac_mode_inside_the_real_method(installed: type, name: str) -> None:
     def save_everything(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:

@@ -27,7 +27,8 @@ import torch, torch._dynamo
 import torch._functorch._aot_autograd.autograd_cache as ac
 from torch._dynamo.utils import counters
 
-torch._dynamo.config.enable_aot_compile = True  # aot_compile() needs it on 2.10/2.11 (default on 2.12+)
+if hasattr(torch._dynamo.config, "enable_aot_compile"):  # absent on 2.8
+    torch._dynamo.config.enable_aot_compile = True  # aot_compile() needs it on 2.10/2.11 (default on 2.12+)
 #: the switch the fallback reads on the frame-evaluation path: 2.11+ functorch flag; 2.10 enable_aot_compile
 BYPASS = {"bypass_autograd_cache_key": True} if hasattr(torch._functorch.config, "bypass_autograd_cache_key") else {}
 
@@ -81,12 +82,15 @@ KEY_LEVEL = """
 from torchfix_placement_cache.bypass_key import unkeyable_graph
 gm = unkeyable_graph()
 keys, dirs = [], []
-with torch._functorch.config.patch(BYPASS):
-    for _ in range(2):
-        random.seed(0)  # upstream's test: reset the Python seed before each key generation
-        key, _lines = _key(gm, [], None, None)
-        keys.append(key)
-        dirs.append(ac.AOTAutogradCache._get_tmp_dir_for_key(key))
+try:
+    with torch._functorch.config.patch(BYPASS):
+        for _ in range(2):
+            random.seed(0)  # upstream's test: reset the Python seed before each key generation
+            key, _lines = _key(gm, [], None, None)
+            keys.append(key)
+            dirs.append(ac.AOTAutogradCache._get_tmp_dir_for_key(key))
+except ac.BypassAOTAutogradCache as exc:  # 2.8/2.9: no fallback key, the graph bypasses the cache
+    keys, dirs = None, str(exc).splitlines()[0]
 emit(keys=keys, dirs=dirs, state=fix_state())
 """
 
@@ -113,14 +117,27 @@ emit(keys=KEYS, aot=aot(), f_ok=bool(torch.equal(cf(x), f(x))), g_ok=bool(torch.
 
 
 @functools.cache
-def bug_present() -> bool:
-    """Torch's own fallback key repeats from one Python random state (2.10-2.14), measured in a
-    fresh interpreter with the fix disabled; independent of the fix's probe."""
+def _own_fallback_keys() -> list[str] | None:
+    """Torch's own two fallback keys for one unkeyable graph from one Python random state, measured
+    in a fresh interpreter with the fix disabled; None where torch has no fallback key (2.8/2.9: the
+    graph bypasses the cache)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         keys = run(KEY_LEVEL, Path(tmp), fix=False)["keys"]
-    return bool(keys[0] == keys[1])
+    return None if keys is None else list(keys)
+
+
+def has_fallback_key() -> bool:
+    """Torch keys an unkeyable graph with a fallback nonce at all (2.10+); independent of the fix's probe."""
+    return _own_fallback_keys() is not None
+
+
+def bug_present() -> bool:
+    """Torch's own fallback key repeats from one Python random state (2.10-2.14), measured in a
+    fresh interpreter with the fix disabled; independent of the fix's probe."""
+    keys = _own_fallback_keys()
+    return keys is not None and keys[0] == keys[1]
 
 
 def expected_state() -> str:

@@ -14,9 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _aot_bypass_key_util import KEY_LEVEL, SEEDED, bug_present, expected_state, run
+from _aot_bypass_key_util import KEY_LEVEL, SEEDED, bug_present, expected_state, has_fallback_key, run  # noqa: F401
 
 needs_bug = pytest.mark.skipif("not bug_present()", reason="torch's fallback key is already unique per call here")
+needs_fallback = pytest.mark.skipif(
+    "not has_fallback_key()", reason="torch has no fallback key here (2.8/2.9): an unkeyable graph bypasses the cache"
+)
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 
@@ -37,6 +40,7 @@ def test_fallback_key_after_reseed_repeats_without_fix(tmp_path: Path) -> None:
     assert r["dirs"][0] == r["dirs"][1], r
 
 
+@needs_fallback
 def test_fallback_key_after_reseed_is_unique_with_fix(tmp_path: Path) -> None:
     r = run(KEY_LEVEL, tmp_path, fix=True)
     assert r["state"] == expected_state(), r
@@ -71,6 +75,7 @@ def test_graphs_of_one_capture_share_an_artifact_fails_without_fix(tmp_path: Pat
     assert not r["ok"], r  # ... and compute graph 1's function: 15 instead of -564
 
 
+@needs_fallback
 def test_graphs_of_one_capture_passes_with_fix(tmp_path: Path) -> None:
     r = run(CAPTURE, tmp_path, fix=True)
     assert r["state"] == expected_state(), r
@@ -91,6 +96,7 @@ def test_seeded_aot_compiles_share_an_artifact_fails_without_fix(tmp_path: Path)
     assert r["g_out"] == [3.0] * 4, r
 
 
+@needs_fallback
 def test_seeded_aot_compiles_passes_with_fix(tmp_path: Path) -> None:
     r = run(SEEDED, tmp_path, fix=True)
     assert r["state"] == expected_state(), r
@@ -131,6 +137,7 @@ def test_seeded_processes_share_a_cache_entry_fails_without_fix(tmp_path: Path) 
     assert second["aot"].get("autograd_cache_hit") == 1 and not second["ok"], second
 
 
+@needs_fallback
 def test_seeded_processes_passes_with_fix(tmp_path: Path) -> None:
     first, second = _two_processes(tmp_path, fix=True)
     assert first["state"] == second["state"] == expected_state(), (first, second)

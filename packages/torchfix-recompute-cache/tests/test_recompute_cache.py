@@ -124,6 +124,23 @@ def test_checkpoint_inside_compile_still_works_with_fix() -> None:
     assert r["ok"] is True and r["grads_match"] is True, r
 
 
+def _has_switch() -> bool:
+    import torch
+
+    return hasattr(getattr(torch._C, "_dynamo", None) and torch._C._dynamo.eval_frame, "_set_lru_cache")
+
+
+@pytest.mark.skipif("_has_switch()", reason="torch has the LRU switch (2.10+): covered by the reproductions above")
+def test_forced_without_the_switch_refuses_cleanly() -> None:
+    """torch 2.8/2.9: the bug is there (the reproduction fails the same way) but there is no
+    ``_set_lru_cache`` to keep the cache order with; forced by ``TORCHFIX_FORCE`` the fix is refused,
+    patches nothing, and the program behaves as without torchfix."""
+    r = run("two_checkpointed_blocks", fix=True, TORCHFIX_FORCE=FIX_ID)
+    assert r["state"] == "failed", r
+    assert "_set_lru_cache does not exist" in r["reason"], r["reason"]
+    assert_recompute_error(r)
+
+
 # -- activation stays cheap -------------------------------------------------------------------------------------
 
 CHILD = r"""

@@ -167,7 +167,9 @@ def replay() -> dict[str, Any]:
     import torch._higher_order_ops.wrap as wrap
     from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
-    hop = wrap.inductor_compiled_code
+    hop = getattr(wrap, "inductor_compiled_code", None)
+    if hop is None:  # torch 2.8/2.9: no such HOP, so no compiled region reaches SAC as one op
+        return {"ok": True, "replayed": None, "mixes_regions": False, "hop": False}
     # 2.12+: the HOP takes an InductorCompiledCallable (unique .idx); 2.10/2.11: the bare callable
     make = getattr(wrap, "InductorCompiledCallable", lambda fn: fn)
     first, second = make(lambda inputs: (inputs[0] + 1,)), make(lambda inputs: (inputs[0] + 2,))

@@ -17,6 +17,15 @@ from torchfix_sac_replay import explain
 RECORDS_COMPILED_OPS = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
 
 
+#: torch 2.8/2.9: Dynamo skips compiled code under SAC's modes (they do not declare
+#: ignore_compile_internals()), so the forward runs eagerly too and nothing mismatches
+COMPILED_UNDER_SAC = all(
+    getattr(mode, "ignore_compile_internals", lambda: False)() is True
+    for mode in torch.utils.checkpoint.create_selective_checkpoint_contexts([torch.ops.aten.mm.default])
+)
+
+
+@pytest.mark.skipif(not COMPILED_UNDER_SAC, reason="compiled code runs eagerly under SAC here (torch 2.8/2.9)")
 def test_eager_replay_mismatch_error_is_plain_without_fix() -> None:
     """BRIEF section 1.1 without torchfix: torch's bare message, nothing chained."""
     result = scenario("eager_replay", fix=False)

@@ -13,8 +13,15 @@ tests' own check (``storage_key_scenarios.replay``), not the fix's probe.
 from __future__ import annotations
 
 import pytest
+import torch._higher_order_ops.wrap
 from storage_key_scenarios import FIX_ID, bug_present, run
 from torchfix_core.testing import only_fix, run_json_script, state_to_expect
+
+#: torch 2.8/2.9 have no inductor_compiled_code HOP (compiled code never reaches SAC as one op): nothing
+#: to reproduce; the fix is out-of-range there and, forced, not-needed (the contract's forced case)
+pytestmark = pytest.mark.skipif(
+    not hasattr(torch._higher_order_ops.wrap, "inductor_compiled_code"), reason="torch has no inductor_compiled_code"
+)
 
 #: What SAC's mix-up turns into, per torch release (2.10/2.11 and 2.12 layouts).
 SYMPTOMS = {

@@ -2,8 +2,9 @@
 
 * :func:`sac_replay_behaviour`: does selective activation checkpointing replay strictly (torch
   2.13+, https://github.com/pytorch/pytorch/pull/176455: any op not recorded in the forward raises
-  during recompute) or leniently (2.10-2.12: an unrecorded op is simply re-executed)? The shared
-  probe of :func:`probe_replay_behaviour`, with SAC's modes checked to declare ``ignore_compile_internals()``.
+  during recompute) or leniently (2.8-2.12: an unrecorded op is simply re-executed)? The shared
+  probe of :func:`probe_replay_behaviour`; where strict, SAC's modes are checked to declare
+  ``ignore_compile_internals()``.
 * :func:`check_patch_points`: are ``CachingAutotuner.bench`` / ``.autotune_to_one_config`` /
   ``.coordinate_descent_tuning`` plain functions defined on the class with the parameters the fix
   was written for, and do the dispatch-mode-stack primitives the filter needs exist?
@@ -63,7 +64,7 @@ def probe_replay_behaviour(make_contexts: Callable[[], tuple[Any, Any]] = sac_co
     """Does selective activation checkpointing replay strictly?
 
     Records nothing under SAC, then runs one ``aten.empty`` under SAC's replay mode. Strict replay
-    (torch 2.13+, pytorch PR #176455) raises ``... not found in storage``; lenient replay (2.10-2.12)
+    (torch 2.13+, pytorch PR #176455) raises ``... not found in storage``; lenient replay (2.8-2.12)
     re-executes the op, which a plain mode below it sees. Anything else raises :class:`PatchRefused`
     (unknown behaviour), as does the inconclusive case where the op never reaches Python dispatch.
     ``make_contexts`` lets a fix check the modes it relies on while building them.
@@ -117,9 +118,15 @@ def _sac_contexts() -> tuple[Any, Any]:
 
 
 def sac_replay_behaviour() -> ReplayBehaviour:
-    """Strict or lenient SAC replay (:func:`probe_replay_behaviour`), probed with contexts whose
-    modes are checked to declare ``ignore_compile_internals()``."""
-    return probe_replay_behaviour(_sac_contexts)
+    """Strict or lenient SAC replay (:func:`probe_replay_behaviour`). Where replay is strict, SAC's
+    modes are also checked to declare ``ignore_compile_internals()`` (what the filter keys on;
+    :class:`PatchRefused` otherwise). Where it is lenient the declaration does not matter: an op the
+    forward never recorded is re-executed whichever modes see the autotuner, so the bug cannot occur
+    (torch 2.8/2.9, whose SAC modes declare nothing, and 2.10-2.12)."""
+    replay = probe_replay_behaviour(sac_contexts)
+    if replay.strict:
+        _sac_contexts()
+    return replay
 
 
 def check_primitives() -> None:

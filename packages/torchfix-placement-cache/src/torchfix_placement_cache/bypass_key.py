@@ -33,7 +33,9 @@ The patch (mirrors upstream's ``return uuid.uuid4().hex, []``, torch 2.15)
     covered. Other attributes are forwarded to the real ``random`` module.
 
 Probe (live objects, no version check)
-    ``autograd_cache_key`` is called twice on an unkeyable graph (it calls a plain Python function) from the same Python
+    Where ``autograd_cache_key`` reads neither a fallback switch nor ``random`` (torch 2.8/2.9), it is
+    called once on an unkeyable graph: it raises ``BypassAOTAutogradCache`` (the graph is not cached,
+    no key is shared): ``not-needed``. Otherwise ``autograd_cache_key`` is called twice on an unkeyable graph (it calls a plain Python function) from the same Python
     random state with the fallback switch on (the switch the function itself reads, found in its
     code), the state restored afterwards. Equal keys: the bug (needed). Different keys: the key is
     already unique (torch 2.15: ``not-needed``). Equal keys but a layout the patch was not written for
@@ -131,6 +133,27 @@ def _switch_of(func: types.FunctionType) -> tuple[str, str]:
     raise PatchRefused(f"{MODULE}.{FUNCTION} reads none of the fallback switches {SWITCHES}: unknown layout")
 
 
+def _bypass_without_fallback(module: types.ModuleType, func: types.FunctionType) -> str | None:
+    """Where ``func`` reads neither a fallback switch nor ``random`` (torch 2.8/2.9, before AOT
+    precompile's nonce), the name of the exception it raises on :func:`unkeyable_graph`: the graph
+    is not cached at all. None where the function has a fallback (or reads either name). Raises
+    :class:`PatchRefused` if such a function returns a key for the unkeyable graph (unknown layout)."""
+    names = {n for code in nested_code(func.__code__) for n in code.co_names}
+    if GLOBAL in names or any(flag in names for _, flag in SWITCHES):
+        return None
+    bypass = getattr(module, "BypassAOTAutogradCache", None)
+    if not (isinstance(bypass, type) and issubclass(bypass, Exception)):
+        raise PatchRefused(f"{MODULE} has no fallback key and no BypassAOTAutogradCache: unknown layout")
+    try:
+        with _quiet(getattr(module, "log", logging.getLogger(MODULE))):
+            func(unkeyable_graph(), [], None, None)
+    except bypass:
+        return bypass.__name__
+    except Exception as exc:  # noqa: BLE001 - neither a key nor a bypass: not the layout we know
+        raise PatchRefused(f"{MODULE}.{FUNCTION} on an unkeyable graph raised {exc!r}: unknown layout") from None
+    raise PatchRefused(f"{MODULE}.{FUNCTION} keyed an unkeyable graph without any fallback: unknown layout")
+
+
 @contextlib.contextmanager
 def _quiet(logger: logging.Logger) -> Iterator[None]:
     """Silence torch's "falling back to nonce" log line for the probe's own two calls."""
@@ -200,6 +223,13 @@ class AotBypassKeyFix(Fix):
         func = getattr(module, FUNCTION, None)
         if not isinstance(func, types.FunctionType):
             raise PatchRefused(f"{MODULE}.{FUNCTION} is a {type(func).__name__}, expected a function")
+        bypass = _bypass_without_fallback(module, func)
+        if bypass is not None:
+            return ProbeResult(
+                False,
+                f"{FUNCTION} has no fallback key: an unkeyable graph bypasses the cache ({bypass}), so no two "
+                "graphs share an artifact",
+            )
         first, second = fallback_keys(func)
         if first != second:
             return ProbeResult(

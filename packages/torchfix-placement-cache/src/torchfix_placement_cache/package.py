@@ -46,3 +46,28 @@ BYPASS_KEY_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/issues/191323",
     ),
 )
+
+AUTOCAST_KEY_FIX = FixSpec(
+    id="aot-autocast-key",
+    summary="The AOTAutograd cache key also covers the ambient autocast state (enabled, dtype) of every device.",
+    implementation="torchfix_placement_cache.autocast_key:AotAutocastKeyFix",
+    distribution="torchfix-placement-cache",
+    targets={"torch": ">=2.8,<2.13"},
+    triggers=("torch._functorch._aot_autograd.autograd_cache",),
+    order=130,
+    upstream=(
+        "https://github.com/pytorch/pytorch/pull/181564",
+        "https://github.com/pytorch/pytorch/pull/191110",
+    ),
+)
+
+HOP_BODY_KEY_FIX = FixSpec(
+    id="aot-hop-body-key",
+    summary="AOTAutogradCache also checks the nodes of nested graph bodies (checkpoint, custom autograd) before caching.",
+    implementation="torchfix_placement_cache.hop_body_key:AotHopBodyKeyFix",
+    distribution="torchfix-placement-cache",
+    targets={"torch": ">=2.11,<2.16"},
+    triggers=("torch._functorch._aot_autograd.autograd_cache",),
+    order=140,
+    upstream=("https://github.com/pytorch/pytorch/pull/194658",),
+)

@@ -34,3 +34,24 @@ FIX = FixSpec(
     ),
     switches=(ALWAYS,),
 )
+
+BUDGET_RNG_FIX = FixSpec(
+    id="budget-rng",
+    summary=(
+        "activation_memory_budget < 1 no longer recomputes dropout and other random ops in the backward "
+        "with fresh randomness: the partitioner saves their forward outputs."
+    ),
+    implementation="torchfix_recompute_cache.budget_rng:BudgetRngFix",
+    distribution="torchfix-recompute-cache",
+    # validated on 2.8.0-2.15.0 (every release of the matrix has the budget API and the bug); open upstream
+    targets={"torch": ">=2.8,<2.16"},
+    # the module that defines the patched function; imported by the first torch.compile (through
+    # torch._functorch.aot_autograd), never by `import torch`
+    triggers=("torch._functorch.partitioners",),
+    order=32,
+    upstream=(
+        "https://github.com/pytorch/pytorch/issues/190758",
+        "https://github.com/pytorch/pytorch/issues/190717",
+        "https://github.com/pytorch/pytorch/pull/190759",
+    ),
+)

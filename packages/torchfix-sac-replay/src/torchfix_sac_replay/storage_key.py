@@ -40,6 +40,8 @@ The patch (torch 2.10, 2.11, 2.12)
 
 Probe (live objects, never the version)
     * ``torch.utils.checkpoint._sac_storage_key`` exists: upstream's fix is in: not needed.
+    * ``torch._higher_order_ops.wrap`` has no ``inductor_compiled_code`` (torch 2.8/2.9): compiled
+      code never reaches SAC as one op, so there is no region queue to mix up: not needed.
     * The two modes, their ``__torch_dispatch__(self, func, types, args, kwargs)`` and the storage
       accessors the view supports (``[]`` in the caching mode, ``.get`` in the cached one: read from
       the code's names), and the HOP in one of the two validated call layouts; anything else is
@@ -233,6 +235,15 @@ class SacStorageKeyFix(Fix):
             raise PatchRefused("torch.utils.checkpoint has no _CachingTorchDispatchMode/_CachedTorchDispatchMode")
         _check_accessors(caching, _CACHING_STORAGE_NAMES)
         _check_accessors(cached, _CACHED_STORAGE_NAMES)
+        import torch._higher_order_ops.wrap as wrap
+
+        if not hasattr(wrap, _HOP_NAME):
+            # torch 2.8/2.9: compiled code never runs as one op under a dispatch mode, so no region
+            # has a queue another region could pop from
+            return ProbeResult(
+                False,
+                f"torch has no {_HOP_NAME} higher-order op: SAC never sees a compiled region as one op",
+            )
         hop, _, make_region = region_layout()
         if not replay_returns_other_region(hop, make_region):
             return ProbeResult(False, f"SAC replay already returns each {_HOP_NAME} region its own output")

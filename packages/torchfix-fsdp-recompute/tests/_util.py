@@ -1,0 +1,64 @@
+"""Helpers of the fsdp-recompute tests (a test harness, not shipped in the wheel)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from torchfix_core.testing import fix_switch, only_fix, run_json_script
+
+SCENARIOS = Path(__file__).resolve().parent / "_scenarios.py"
+CAST = "fsdp-recompute-cast"
+UNSHARD = "fsdp-recompute-unshard"
+MODULE = "torch.distributed.fsdp._fully_shard._fsdp_state"
+
+#: Upstream's fixes, seen in torch's own code with torchfix off (never through the fixes' probes):
+#: PR #182580 added ``FSDPState._cast_forward_inputs``; PR #171779 made ``_pre_forward`` read
+#: ``is_unsharded``.
+_UPSTREAM = f"""
+import json, torch
+from {MODULE} import FSDPState
+pre = FSDPState.__dict__["_pre_forward"].__wrapped__
+print(json.dumps({{"cast": "_cast_forward_inputs" in FSDPState.__dict__,
+                  "unshard": "is_unsharded" in pre.__code__.co_names}}))
+"""
+
+
+@functools.cache
+def upstream_fixed() -> dict[str, bool]:
+    """``{"cast": ..., "unshard": ...}``: whether this torch carries upstream's fix of each bug."""
+    return run_json_script(["-c", _UPSTREAM], env={"TORCHFIX_AUTOLOAD": "0"}, timeout=300)
+
+
+def run(scenario: str, world: int = 1, env: dict[str, str] | None = None, *options: str) -> dict[str, Any]:
+    """One scenario in a fresh interpreter (``world`` spawned ranks); ``env`` as the test sets it."""
+    return run_json_script([SCENARIOS, scenario, str(world), *options], env=env or {}, timeout=600)
+
+
+def alone(fix_id: str, on: bool) -> dict[str, str]:
+    """Only ``fix_id``, on or off (every other fix disabled)."""
+    return only_fix(fix_id, on)
+
+
+def both(on: bool = True) -> dict[str, str]:
+    """Both fixes of this package on (or off), every other fix disabled."""
+    return {**only_fix(CAST, on), **fix_switch(UNSHARD, on)}
+
+
+DTYPE_ERROR = "mat1 and mat2 must have the same dtype"
+MIXED_ERROR = "got mixed torch.Tensor and DTensor"
+
+
+def assert_fails(r: dict[str, Any], message: str) -> None:
+    assert r["ok"] is False, f"the bug did not reproduce on torch {r['torch']}: {r}"
+    assert r["error_type"] == "builtins.RuntimeError", r
+    assert message in r["error"], r["error"]
+
+
+def assert_green(r: dict[str, Any], **states: str) -> None:
+    assert r["ok"] is True, f"{r.get('error_type')}: {r.get('error')} ({r})"
+    # the recompute runs the forward's ops on the forward's inputs: bit-identical to no checkpoint
+    assert r["grads_equal"] is True and r["max_abs_diff"] == 0.0, r
+    for fix_id, state in states.items():
+        assert r["states"][fix_id.replace("_", "-")] == state, r

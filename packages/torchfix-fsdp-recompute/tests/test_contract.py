@@ -1,0 +1,19 @@
+"""torchfix-core's contract (import orders, idempotency, revert, env switches) for both fixes."""
+
+from __future__ import annotations
+
+from _util import CAST, MODULE, UNSHARD, upstream_fixed
+from torchfix_core.testing import FixContract
+
+
+class TestCastContract(FixContract):
+    fix_id = CAST
+    # what the release's Dynamo-disable decorator calls (its closure cell) and says it wraps
+    patched = [(MODULE, "FSDPState._pre_forward.__wrapped__"), (MODULE, "FSDPState._post_forward.__wrapped__")]
+    expected_state = "not-needed" if upstream_fixed()["cast"] else "applied"
+
+
+class TestUnshardContract(FixContract):
+    fix_id = UNSHARD
+    patched = [(MODULE, "FSDPState._pre_forward.__wrapped__.__code__")]
+    expected_state = "not-needed" if upstream_fixed()["unshard"] else "applied"

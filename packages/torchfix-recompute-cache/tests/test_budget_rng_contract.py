@@ -1,0 +1,26 @@
+"""torchfix-core's contract (import orders, idempotency, revert, env switches) for budget-rng."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from torchfix_core.testing import FixContract, run_json_script
+
+SCENARIOS = Path(__file__).resolve().parent / "_budget_rng_scenarios.py"
+
+
+def _dropout_recomputed_at_budget() -> bool:
+    """The bug, observed with the fix disabled: a compiled dropout at budget 0.5 gets a backward
+    whose mask differs from the forward's (the reproduction itself, not the fix's probe)."""
+    with tempfile.TemporaryDirectory() as cache:  # no artifact of a run with the fix
+        env = {"TORCHFIX_DISABLE": "budget-rng", "TORCHINDUCTOR_CACHE_DIR": cache}
+        got = run_json_script([SCENARIOS, "dropout", "0.5"], env=env, timeout=600)
+    return bool(got["mismatch"] > 0.3)
+
+
+class TestBudgetRngContract(FixContract):
+    fix_id = "budget-rng"
+    # the module global min_cut_rematerialization_partition calls by name
+    patched = [("torch._functorch.partitioners", "choose_saved_values_set")]
+    expected_state = "applied" if _dropout_recomputed_at_budget() else "not-needed"

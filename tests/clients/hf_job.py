@@ -1,0 +1,226 @@
+"""A short Hugging Face transformers training job under FSDP2 mixed precision, with torchfix active or not.
+
+    python tests/clients/hf_job.py --spawn 2 --steps 4                       (2 CPU ranks, gloo)
+    python tests/clients/hf_job.py --spawn 2 --steps 4 --embedding shared   (stock placement)
+    python tests/clients/hf_job.py --spawn 2 --steps 4 --compile            (per-layer torch.compile)
+    python tests/clients/hf_job.py --spawn 2 --steps 4 --no-checkpointing   (the reference losses)
+
+torchfix is whatever the environment makes it: installed = active at ``import torch``;
+``TORCHFIX_DISABLE=all`` = off. Rank 0 prints one JSON line (the last line of stdout): per-step
+losses and gradient norms (also as ``float.hex``, to compare runs bit for bit), step times, peak
+memory per step, the torchfix states, transformers' version and where its checkpoint sits, and the
+error of the first failed step, if any.
+
+The model is transformers' own ``LlamaForCausalLM`` (or ``Qwen2ForCausalLM``, ``--model qwen2``),
+random-initialised from a small config (``--layers`` decoder layers, hidden 64, 4 heads, 2 KV heads,
+vocab 256; SDPA attention; no weights are downloaded), ``model.gradient_checkpointing_enable(
+gradient_checkpointing_kwargs={"use_reentrant": False})``, then FSDP2: ``fully_shard`` on each
+decoder layer and then on the root, both with ``MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+reduce_dtype=torch.float32)``; ``torch.optim.AdamW``; synthetic tokens (fixed seeds, one batch per
+rank and step); the loss is transformers' own (``labels=`` to the model).
+
+Where the fp32 comes from (``--embedding``):
+
+* ``fp32`` (default): the token embedding is a ``fully_shard`` unit of its own, kept in float32
+  (``MixedPrecisionPolicy(param_dtype=None)``: it computes in the stored dtype), as stacks that keep
+  embeddings in full precision do. The hidden states and the rotary ``cos``/``sin`` (computed in the
+  dtype of the hidden states) reach every decoder layer as float32; FSDP2 casts them to bfloat16 in
+  the forward, but transformers <= 5.22 checkpoints the layer's ``__call__``, so the checkpoint saves
+  the float32 inputs *before* FSDP's pre-forward hook, and the recompute in backward calls that hook
+  again in ``TrainingState.PRE_BACKWARD``, where torch 2.8-2.12 return the inputs uncast: the layer
+  recomputes float32 activations against bfloat16 parameters (pytorch #159359, fixed in 2.13.0 by
+  #182580). torchfix's ``fsdp-recompute-cast`` applies the cast there.
+* ``shared``: the embedding is in the root's bfloat16 unit (the brief's placement, nothing else
+  sharded): every layer input is already bfloat16, so the recompute has nothing to cast and no torch
+  release fails (recorded as the control).
+
+Determinism (the on/off comparison is bit for bit): one intra-op thread per rank (set before torch is
+imported, and ``torch.set_num_threads``), ``torch.use_deterministic_algorithms(True)``; the caller
+gives each run its own empty ``TORCHINDUCTOR_CACHE_DIR``. Peak memory is the resident set size high
+water mark (``ru_maxrss``) after each step, per rank: ``tracemalloc`` sees only Python's allocator,
+not torch's CPU tensors. gloo has no ``PREMUL_SUM``: the FSDP modules use
+``set_force_sum_reduction_for_comms(True)`` (as titan_job.py does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+from titan_job import _determinism, _gloo_sum_reduction, emit, spawn
+
+VOCAB = 256
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from transformers import LlamaConfig, Qwen2Config
+
+    common = dict(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=args.layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        attn_implementation="sdpa",
+        use_cache=False,
+    )
+    return (Qwen2Config if args.model == "qwen2" else LlamaConfig)(**common)
+
+
+def _model(args: argparse.Namespace) -> Any:
+    import torch
+    from transformers import LlamaForCausalLM, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    model = (Qwen2ForCausalLM if args.model == "qwen2" else LlamaForCausalLM)(_config(args))
+    if args.checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    return model
+
+
+def _checkpoints_call() -> bool:
+    """Whether transformers' GradientCheckpointingLayer checkpoints ``__call__`` (FSDP's hooks inside
+    the checkpoint: <= 5.22) rather than ``forward`` (hooks outside: >= 5.23)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    return "__call__" in GradientCheckpointingLayer.__dict__
+
+
+def _shard(model: Any, args: argparse.Namespace) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    if args.embedding == "fp32":
+        fp32 = MixedPrecisionPolicy(param_dtype=None, reduce_dtype=torch.float32)
+        fully_shard(model.model.embed_tokens, mesh=mesh, mp_policy=fp32)
+    for layer in model.model.layers:
+        if args.compile:
+            layer.compile(backend=args.backend)
+        fully_shard(layer, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+    _gloo_sum_reduction(model)
+
+
+def _rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0][:300] if lines else ""
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+    import transformers
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = _model(args)
+    _shard(model, args)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(1234 + rank)
+    losses: list[float] = []
+    norms: list[float] = []
+    times: list[float] = []
+    rss: list[float] = []
+    error = error_detail = None
+    for step in range(args.steps):
+        tokens = torch.randint(0, VOCAB, (args.batch, args.seq + 1), generator=gen)
+        t0 = time.perf_counter()
+        try:
+            out = model(input_ids=tokens[:, :-1], labels=tokens[:, 1:])
+            out.loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+            total = out.loss.detach().float().clone()
+            dist.all_reduce(total)
+        except Exception as exc:  # noqa: BLE001 - reported, not hidden: the caller asserts on it
+            error = f"step {step}: {type(exc).__name__}: {_first_line(exc)}"
+            error_detail = str(exc)[:2000]
+            break
+        times.append(time.perf_counter() - t0)
+        losses.append(float(total) / world)
+        norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
+        rss.append(_rss_mib())
+    peaks: list[Any] = [rss]
+    if error is None:  # every rank reached here: gather the per-rank peaks
+        peaks = [None] * world
+        dist.all_gather_object(peaks, rss)
+    return {
+        "rank": rank,
+        "world": world,
+        "backend": dist.get_backend(),
+        "model": args.model,
+        "layers": args.layers,
+        "embedding": args.embedding,
+        "checkpointing": args.checkpointing,
+        "compile": args.backend if args.compile else None,
+        "transformers": transformers.__version__,
+        "checkpoint_wraps_call": _checkpoints_call(),
+        "losses": losses,
+        "losses_hex": [x.hex() for x in losses],
+        "grad_norms_hex": [x.hex() for x in norms],
+        "step_s": times,
+        "median_step_s": statistics.median(times[1:]) if len(times) > 1 else None,
+        "peak_rss_mib_per_step": rss,
+        "peak_rss_mib_per_rank": [max(p) if p else None for p in peaks],
+        "error": error,
+        "error_detail": error_detail,
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["llama", "qwen2"], default="llama")
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--seq", type=int, default=32)
+    parser.add_argument("--embedding", choices=["fp32", "shared"], default="fp32")
+    parser.add_argument("--compile", action="store_true", help="torch.compile each decoder layer")
+    parser.add_argument(
+        "--no-checkpointing",
+        dest="checkpointing",
+        action="store_false",
+        help="no gradient checkpointing: the reference a correct recompute must match bit for bit",
+    )
+    parser.add_argument("--backend", default="inductor", help="the per-layer compile backend")
+    parser.add_argument("--spawn", type=int, default=0, help="start this many gloo ranks (CPU)")
+    parser.add_argument("--timeout", type=float, default=1500)
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
+    parser.add_argument("--deterministic", choices=["on", "off"], default="on")
+    args = parser.parse_args(argv)
+    args.device = "cpu"  # what titan_job's _determinism reads
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)  # before torch
+    if args.spawn:
+        return spawn(args, argv, script=__file__)
+    import torch.distributed as dist
+
+    settings = _determinism(args)
+    dist.init_process_group("gloo")
+    try:
+        report = run(args)
+    finally:
+        dist.destroy_process_group()
+    return emit(report, settings)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
