@@ -188,3 +188,37 @@ def test_a_new_fix_needs_no_change_to_the_core(last_line) -> None:
     assert problems == []
     rows, problems = json.loads(last_line(code, env={"TORCHFIX_DEMO_CHECKPOINT_VERBOSE": "loud"}))
     assert len(problems) == 1 and "TORCHFIX_DEMO_CHECKPOINT_VERBOSE='loud' is not a boolean" in problems[0]
+
+
+_MISSING_TRIGGER = """
+import json, sys
+import torch
+if sys.argv[1] == "old":
+    torch.__version__ = "0.1.0"  # below demo-dynamo's validated range
+class Absent:  # torch._dynamo "does not exist": finding it raises what a missing module raises
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "torch._dynamo":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Absent)
+from torchfix_core._doctor import collect
+report = collect()
+row = next(f for f in report["fixes"] if f["id"] == "demo-dynamo")
+print(json.dumps({"state": row["state"], "reason": row["reason"], "errors": report["trigger_import_errors"]}))
+"""
+
+
+def test_doctor_settles_a_fix_whose_trigger_module_does_not_exist() -> None:
+    """A trigger module absent from the installation (torch 2.8 has no ``torch._dynamo.aot_compile``)
+    would leave its fix pending forever; doctor judges it: ``not-needed`` inside the validated range,
+    ``out-of-range`` outside it."""
+    from torchfix_core.testing import run_json_script
+
+    inside = run_json_script(["-c", _MISSING_TRIGGER, "current"])
+    assert inside["state"] == "not-needed", inside
+    assert "torch._dynamo does not exist in this installation" in inside["reason"], inside
+    assert "torch._dynamo" in inside["errors"], inside
+    old = run_json_script(["-c", _MISSING_TRIGGER, "old"])
+    assert old["state"] == "out-of-range", old
+    assert "0.1.0 is outside the validated range" in old["reason"], old

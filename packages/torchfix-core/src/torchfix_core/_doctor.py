@@ -58,6 +58,10 @@ def _resolve(rows: list[Any]) -> dict[str, str]:
                 continue
             try:
                 importlib.import_module(name)
+            except ModuleNotFoundError as exc:
+                errors[name] = f"{type(exc).__name__}: {exc}"
+                if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+                    _registry.settle_missing_trigger(row.id, name)  # the module is absent, not broken
             except Exception as exc:  # noqa: BLE001
                 errors[name] = f"{type(exc).__name__}: {exc}"
     return errors

@@ -189,6 +189,21 @@ def _apply_now(entry: _Entry, strict: bool | None = None) -> None:
             _strict_raise(entry, exc, strict)
 
 
+def settle_missing_trigger(fix_id: str, module_name: str) -> None:
+    """A trigger module of the pending fix ``fix_id`` does not exist in this installation (an import
+    raised ``ModuleNotFoundError`` for it): the fix would wait forever. Judge it now: ``out-of-range``
+    when the version gate says so, else ``not-needed`` (the code it patches is absent here). Its
+    post-import hook stays; it can never fire. Called by doctor when it resolves triggers."""
+    with PATCH_LOCK:
+        entry = entries()[fix_id]
+        if entry.state != PENDING:
+            return
+        go, note = _gate(entry)
+        if go:
+            reason = f"{module_name} does not exist in this installation: the code this fix patches is absent"
+            _set(entry, NOT_NEEDED, f"{reason}; {note}" if note else reason)
+
+
 def _on_trigger(fix_id: str, _module: ModuleType) -> None:
     entry = entries()[fix_id]
     if all(name in sys.modules for name in entry.spec.triggers):
