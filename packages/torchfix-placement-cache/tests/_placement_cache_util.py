@@ -27,6 +27,16 @@ def expected_state() -> str:
     return state_to_expect("placement-cache", bug_present())
 
 
+def mesh_for_any_rank() -> bool:
+    """Whether torch's ``DeviceMesh`` can be built as seen by a chosen rank without a process group
+    (its ``_rank`` argument, torch 2.10+); torch 2.8/2.9 ask the default process group for the rank."""
+    import inspect
+
+    from torch.distributed.device_mesh import DeviceMesh
+
+    return "_rank" in inspect.signature(DeviceMesh.__init__).parameters
+
+
 def mesh(shape=(4,), rank=0, names=None):  # type: ignore[no-untyped-def]
     """A CPU ``DeviceMesh`` as seen by ``rank``, built without any process group."""
     import torch
