@@ -61,3 +61,15 @@ def test_nested_code_walks_every_code_object_inside_a_function_depth_first() -> 
     assert names[0] == "outer" and "inner" in names and "<lambda>" in names
     assert [c.co_name for c in nested_code(outer.__code__, include_self=False)] == names[1:]
     assert all(c is not outer.__code__ for c in nested_code(outer.__code__, include_self=False))
+
+
+def test_imported_module_returns_an_imported_module_and_refuses_one_that_is_not() -> None:
+    import sys
+
+    import pytest
+    from torchfix_core.patching import PatchRefused
+    from torchfix_core.probes import imported_module
+
+    assert imported_module("sys") is sys
+    with pytest.raises(PatchRefused, match="torchfix_no_such_module is not imported"):
+        imported_module("torchfix_no_such_module")

@@ -11,6 +11,8 @@
   the ones a wrapper was written for.
 * :func:`same_code` - whether two code objects are the same program (a fix that recompiles a
   library's source checks that the unchanged source reproduces the live code first).
+* :func:`imported_module` - a fix's trigger module as the registry imported it, or
+  :class:`PatchRefused` when it is not imported (a probe or apply called out of order).
 * :func:`nested_code` - a code object and every code object nested in its constants (functions,
   classes, lambdas and comprehensions defined inside it): what a layout check reads when it asks
   which names a function loads or which inner function it defines.
@@ -22,6 +24,7 @@ fix implementations when they are probed, never at activation: every function im
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 from typing import Any, Callable, Iterator
 
@@ -111,3 +114,13 @@ def nested_code(code: types.CodeType, *, include_self: bool = True) -> Iterator[
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             yield from nested_code(const)
+
+
+def imported_module(name: str) -> types.ModuleType:
+    """The module ``name`` from ``sys.modules``; :class:`PatchRefused` when it is not imported. The
+    registry applies a fix only once its triggers are imported, so a fix looks its patched module up
+    here instead of importing it (which would import it too early, or at all)."""
+    module = sys.modules.get(name)
+    if module is None:
+        raise PatchRefused(f"{name} is not imported")
+    return module

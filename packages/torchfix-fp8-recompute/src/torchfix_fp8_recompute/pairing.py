@@ -62,13 +62,12 @@ import builtins
 import dis
 import linecache
 import logging
-import sys
 import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
-from torchfix_core.probes import nested_code, same_code
+from torchfix_core.probes import imported_module, nested_code, same_code
 from torchfix_core.sourcepatch import code_at, compile_module, module_source, source_span
 
 log = logging.getLogger("torchfix.fp8-recompute-pairing")
@@ -158,10 +157,7 @@ HUNKS: tuple[Hunk, ...] = (
 
 
 def _module(name: str) -> types.ModuleType:
-    module = sys.modules.get(name)
-    if module is None:  # the registry applies us only once both triggers are imported
-        raise PatchRefused(f"{name} is not imported")
-    return module
+    return imported_module(name)  # the registry applies us only once both triggers are imported
 
 
 def _function(hunk: Hunk) -> types.FunctionType:

@@ -41,11 +41,11 @@ Upstream: https://github.com/NVIDIA/TransformerEngine/pull/3284
 from __future__ import annotations
 
 import logging
-import sys
 import types
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.probes import imported_module
 
 log = logging.getLogger("torchfix.fp8-recompute")
 
@@ -76,10 +76,7 @@ def _fixed_code(original: types.CodeType) -> types.CodeType:
 
 
 def _distributed() -> types.ModuleType:
-    module = sys.modules.get(MODULE)
-    if module is None:  # the registry applies us only once it is imported
-        raise PatchRefused(f"{MODULE} is not imported")
-    return module
+    return imported_module(MODULE)
 
 
 def _check_layout(dist: types.ModuleType) -> None:

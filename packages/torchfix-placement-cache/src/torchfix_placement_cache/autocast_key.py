@@ -49,11 +49,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
 import types
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.probes import imported_module
 
 log = logging.getLogger("torchfix.aot-autocast-key")
 
@@ -67,10 +67,7 @@ DEVICE_TYPES = ("cpu", "cuda", "mtia", "maia", "xpu", "ipu", "hpu", "xla", "priv
 
 
 def _module() -> types.ModuleType:
-    module = sys.modules.get(MODULE)
-    if module is None:  # the registry applies us only once it is imported
-        raise PatchRefused(f"{MODULE} is not imported")
-    return module
+    return imported_module(MODULE)
 
 
 def autocast_state() -> dict[str, tuple[bool, Any]]:

@@ -63,7 +63,7 @@ import uuid
 from typing import Any, Callable, Iterator
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
-from torchfix_core.probes import nested_code
+from torchfix_core.probes import imported_module, nested_code
 
 log = logging.getLogger("torchfix.aot-bypass-key")
 
@@ -99,10 +99,7 @@ class UuidNonceSource:
 
 
 def _module() -> types.ModuleType:
-    module = sys.modules.get(MODULE)
-    if module is None:  # the registry applies us only once it is imported
-        raise PatchRefused(f"{MODULE} is not imported")
-    return module
+    return imported_module(MODULE)
 
 
 def _functions_of(module: types.ModuleType) -> Iterator[tuple[str, types.FunctionType]]:

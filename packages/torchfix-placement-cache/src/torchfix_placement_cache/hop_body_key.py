@@ -51,11 +51,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
 import types
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.probes import imported_module
 
 log = logging.getLogger("torchfix.aot-hop-body-key")
 
@@ -66,10 +66,7 @@ BYPASS = "BypassAOTAutogradCache"
 
 
 def _module() -> types.ModuleType:
-    module = sys.modules.get(MODULE)
-    if module is None:  # the registry applies us only once it is imported
-        raise PatchRefused(f"{MODULE} is not imported")
-    return module
+    return imported_module(MODULE)
 
 
 def check_nested_bodies(module: types.ModuleType, gm: Any) -> None:

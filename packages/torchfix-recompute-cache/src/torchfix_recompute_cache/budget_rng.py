@@ -68,13 +68,13 @@ from __future__ import annotations
 import inspect
 import logging
 import operator
-import sys
 import threading
 import types
 from typing import Any, Callable, Iterable
 
 import torch
 from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.probes import imported_module
 
 log = logging.getLogger("torchfix.budget_rng")
 
@@ -87,10 +87,7 @@ PROBE_BUDGETS = (0.0, 0.5)
 
 
 def _partitioners() -> types.ModuleType:
-    module = sys.modules.get(MODULE)
-    if module is None:  # the registry applies us only once it is imported
-        raise PatchRefused(f"{MODULE} is not imported")
-    return module
+    return imported_module(MODULE)
 
 
 def is_rng_node(node: Any) -> bool:
