@@ -82,7 +82,14 @@ from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.patching import check_signature
-from torchfix_core.sourcepatch import code_at, compile_module, future_flags, module_source, require_reproduces
+from torchfix_core.sourcepatch import (
+    code_at,
+    compile_module,
+    future_flags,
+    module_source,
+    require_reproduces,
+    source_span,
+)
 
 from torchfix_fsdp_recompute import probes
 
@@ -234,8 +241,6 @@ def unshard_plan() -> Plan:
     lines = module_source(func)
     flags = future_flags(func)
     start = require_reproduces(func, lines, flags=flags, what="FSDPState._pre_forward")
-    from torchfix_core.sourcepatch import source_span
-
     stop = source_span(func)[1]
     at = [i for i in range(start - 1, stop - 2) if lines[i].strip() == BRANCH and lines[i + 1].strip() == EARLY_RETURN]
     if len(at) != 1:
