@@ -1,6 +1,6 @@
 """Sessions of the torchfix monorepo.
 
-    nox -t ci                    what CI runs: lint, tests, te(2.18.0), te(2.19.0), te(2.20.2), ...
+    nox -t ci                    what CI runs: lint, tests, te(2.18.0), ...
     nox -s tests                 every package's tests + tests/ against the default torch (2.13.0)
     nox -s "te(2.18.0)"          torchfix-fp8-recompute on one TransformerEngine release (1.13 ... 2.20)
     nox -s "tests_torch(2.15.0)" the same against another torch release (2.8 ... 2.15)
@@ -44,8 +44,10 @@ RESULTS = ROOT / ".matrix-results"  # one folder per matrix cell, read by script
 
 TE_VERSIONS = ["1.13.0", "2.1.0", "2.8.0", "2.14.1", "2.18.0", "2.19.0", "2.20.2"]
 # each fix's last release with its bug and first without: fp8-recompute 2.18.0 / 2.19.0,
-# fp8-recompute-pairing 2.19.0 / 2.20.2
-TE_IN_CI = ("2.18.0", "2.19.0", "2.20.2")
+# fp8-recompute-pairing 2.19.0 / 2.20.2. CI runs 2.18.0, where both bugs exist (each fix red without /
+# green with); the not-needed releases 2.19.0 / 2.20.2 run in the workflow's te matrix and `nox -s te`
+# (each TE session takes ~5 min here: .ci/run keeps to its 45-minute budget).
+TE_IN_CI = ("2.18.0",)
 TE_PURE_PYTHON_DEPS = ["pydantic", "einops", "onnx", "onnxscript", "nvdlfw-inspect", "packaging", "numpy", "triton"]
 
 nox.options.sessions = ["lint", "tests"]
@@ -306,6 +308,7 @@ def demo(session: nox.Session) -> None:
     install_torchfix(session, fixtures=False)
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
     session.run("python", str(ROOT / "scripts" / "demo_activation.py"), env=env)
+    session.run("python", str(ROOT / "scripts" / "demo_diagnosis.py"), env=env)
     for package in fix_packages():
         script = package / "demo.py"
         if script.is_file():

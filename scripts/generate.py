@@ -6,26 +6,44 @@
   distribution that provides it (from the fix packages' ``torchfix.fixes`` entry points), loaded by
   torchfix-core through torchfix-all's ``torchfix.family`` entry point so that ``status()`` lists a
   member that is not installed as ``not-installed``. The core itself names no fix.
+* ``packages/torchfix-core/src/torchfix_core/catalog.json``: every fix of the family with its
+  summary, distribution, validated range, upstream links and error signatures, bundled with the
+  core so that ``torchfix-doctor explain`` recognises a fix's failure where the fix is not
+  installed (the specs are loaded by importing each fix's data-only ``package`` module, which
+  imports only ``torchfix_core.spec``).
 * each fix package's ``pyproject.toml``: its trigger index, entry-point group
   ``torchfix.triggers`` (``<fix id> = "<the first of the spec's triggers>"``), which lets
   torchfix-core defer loading the specs at ``import torch`` until one of those modules is imported
   (``torchfix_core._discovery.wake_modules``).
 
-Reads versions and specs without importing any package (``version.py`` is data only; the specs'
-``id`` and ``triggers`` are read from ``package.py`` with ``ast``, so they must be literals).
+Reads versions without importing any package (``version.py`` is data only; the specs' ``id`` and
+``triggers`` are read from ``package.py`` with ``ast``, so they must be literals); the catalog is the
+one output that loads the specs themselves.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib
+import json
 import re
 import sys
 from pathlib import Path
 
-from family import ROOT, family_members, fix_entry_points, fix_packages, member_packages, meta_package, package_version
+from family import (
+    ROOT,
+    core,
+    family_members,
+    fix_entry_points,
+    fix_packages,
+    member_packages,
+    meta_package,
+    package_version,
+)
 
 ALL_PYPROJECT = meta_package() / "pyproject.toml"
+CATALOG = core() / "src" / "torchfix_core" / "catalog.json"
 FAMILY_MODULE = meta_package() / "src" / "torchfix_all" / "family.py"
 BLOCK = re.compile(r"(# BEGIN GENERATED[^\n]*\n)(.*?)(# END GENERATED)", re.S)
 
@@ -55,6 +73,40 @@ def render_family_module() -> str:
         "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def family_specs() -> list[object]:
+    """Every fix's :class:`FixSpec`, by id, loaded from the fix packages' sources (their ``package``
+    modules import only ``torchfix_core.spec``, taken from this checkout too)."""
+    for path in [core() / "src", *(package / "src" for package in fix_packages())]:
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+    specs = []
+    for package in fix_packages():
+        for fix_id, value in fix_entry_points(package).items():
+            module, _, attr = value.partition(":")
+            spec = getattr(importlib.import_module(module), attr)
+            if spec.id != fix_id:
+                raise SystemExit(f"{package.name}: entry point {fix_id!r} loads spec {spec.id!r}")
+            specs.append(spec)
+    return sorted(specs, key=lambda spec: spec.id)
+
+
+def render_catalog() -> str:
+    rows = [
+        {
+            "id": spec.id,
+            "distribution": spec.distribution,
+            "summary": spec.summary,
+            "targets": dict(spec.targets),
+            "upstream": list(spec.upstream),
+            "page": f"docs/fixes/{spec.id}.md",
+            "signatures": [signature.as_dict() for signature in spec.signatures],
+        }
+        for spec in family_specs()
+    ]
+    data = {"generated_by": "scripts/generate.py (do not edit)", "fixes": rows}
+    return json.dumps(data, indent=1, sort_keys=False) + "\n"
 
 
 TRIGGER_BEGIN = "# BEGIN GENERATED: trigger index"
@@ -114,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = {
         ALL_PYPROJECT: (current, render_all_pyproject(current)),
         FAMILY_MODULE: (FAMILY_MODULE.read_text() if FAMILY_MODULE.is_file() else "", render_family_module()),
+        CATALOG: (CATALOG.read_text() if CATALOG.is_file() else "", render_catalog()),
     }
     for package in fix_packages():
         pyproject = package / "pyproject.toml"

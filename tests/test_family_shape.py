@@ -69,8 +69,9 @@ def test_fix_package_layout_and_entry_point(package: Path) -> None:
     if fix_id in eps:
         assert (ROOT / "docs" / "fixes" / f"{fix_id}.md").is_file()
         assert eps[fix_id] == f"{mod.name}.package:FIX"
-    else:  # a package of sibling fixes named after it (torchfix-fsdp-recompute: fsdp-recompute-cast, -unshard)
-        assert len(eps) >= 2 and all(name.startswith(f"{fix_id}-") for name in eps), eps
+    else:  # a package named after its fixes' common prefix (torchfix-fsdp-recompute: fsdp-recompute-cast,
+        # -unshard; torchfix-fsdp-offload: fsdp-offload-hook), so a fix id still says where it lives
+        assert eps and all(name.startswith(f"{fix_id}-") for name in eps), eps
         for name in eps:
             assert (ROOT / "docs" / "fixes" / f"{name}.md").is_file(), name
     # further fixes of the same package (e.g. a framework adapter) load other specs of package.py
@@ -220,3 +221,46 @@ def test_every_fix_id_has_its_page_and_the_readme_links_it() -> None:
     assert missing == [], f"fix ids without a page: {missing}"
     unlinked = [fix_id for fix_id in family.family_members() if f"]({DOCS_PAGE.format(id=fix_id)})" not in readme]
     assert unlinked == [], f"fix ids the README does not link: {unlinked}"
+
+
+def test_every_fix_declares_signatures_and_its_page_lists_them() -> None:
+    """Signatures are part of what a fix is (docs/adding-a-fix.md): every fix id of the family
+    declares at least one in its spec, every pattern compiles, the bundled catalog is current
+    (``scripts/generate.py --check`` covers it too), and the fix's page has a Signatures section."""
+    import importlib
+
+    from torchfix_core import _explain
+    from torchfix_core._doctor import DOCS_PAGE
+
+    catalog = {entry.id: entry for entry in _explain.catalog_entries()}
+    assert set(catalog) == set(family.family_members()), "catalog.json is stale: run scripts/generate.py"
+    problems = []
+    for package in FIXES:
+        for fix_id, value in family.fix_entry_points(package).items():
+            module, _, attr = value.partition(":")
+            spec = getattr(importlib.import_module(module), attr)
+            if not spec.signatures:
+                problems.append(f"{fix_id}: no signatures")
+            if [s.as_dict() for s in spec.signatures] != list(catalog[fix_id].signatures):
+                problems.append(f"{fix_id}: catalog.json differs from the spec: run scripts/generate.py")
+            page = (ROOT / DOCS_PAGE.format(id=fix_id)).read_text()
+            if "\n## Signatures" not in page:
+                problems.append(f"{fix_id}: {DOCS_PAGE.format(id=fix_id)} has no '## Signatures' section")
+    problems += _explain.bad_patterns(list(catalog.values()))
+    assert problems == [], "\n".join(problems)
+
+
+def test_every_investigated_bug_with_a_signature_has_its_section() -> None:
+    """The bugs explain names without a fix (torchfix_core._known_bugs) are the ones
+    docs/investigated.md describes: each has a section there, an upstream link and a workaround."""
+    from torchfix_core import _explain
+    from torchfix_core._known_bugs import KNOWN_BUGS
+
+    page = (ROOT / "docs" / "investigated.md").read_text()
+    headings = re.findall(r"^## (.+)$", page, re.M)
+    for bug in KNOWN_BUGS:
+        assert any(h.startswith(bug["id"]) for h in headings), f"{bug['id']}: no section in docs/investigated.md"
+        assert bug["upstream"] and bug["workaround"] and bug["signatures"], bug["id"]
+    assert not set(b["id"] for b in KNOWN_BUGS) & set(family.family_members()), "a known bug has become a fix"
+    entries = [e for e in _explain.known_entries(include_installed=False) if not e.is_fix]
+    assert _explain.bad_patterns(entries) == []

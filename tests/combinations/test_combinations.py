@@ -170,6 +170,7 @@ REPRODUCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 NO_REPRODUCTION_HERE: dict[str, str] = {
     "magi-aot-fallback": "needs MagiCompiler's source (nox -s magi / magi_torch)",
     "magi-cache-key": "needs MagiCompiler's source (nox -s magi / magi_torch)",
+    "fsdp-offload-hook": "GPU-only: the race needs CUDA streams and pinned memory (tests/test_gpu.py, marker gpu)",
 }
 
 MODE = os.environ.get("COMBINATIONS_SELECTION", "selection")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import traceback
 
 import torch
 
@@ -92,6 +93,7 @@ def main() -> None:
         report["ok"] = False
         report["error_type"] = f"{type(exc).__module__}.{type(exc).__qualname__}"
         report["error"] = (str(exc).strip().splitlines() or [""])[0][:300]
+        report["traceback"] = traceback.format_exc()  # the text Python prints (signature tests)
     state = getattr(model, "_magi_state_for_forward", None)
     report["state_aot"] = getattr(getattr(state, "compile_config", None), "aot", None)
     report["state_jit_code"] = getattr(state, "jit_compiled_code", None) is not None
@@ -112,6 +114,10 @@ def main() -> None:
 
         report["magi_fallbacks"] = [r.cause for r in magi.records()]
         report["torch_fallbacks"] = [r.cause for r in fallbacks()]
+        from torchfix_core.testing import report_of
+
+        report["report"] = report_of("magi-aot-fallback")
+        report["torch_report"] = report_of("aot-fallback")
     except ImportError:
         pass
     print(json.dumps(report), flush=True)

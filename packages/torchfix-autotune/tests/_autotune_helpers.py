@@ -43,12 +43,20 @@ def run_script(script: str, *args: str, env: dict[str, str] | None = None, timeo
 def backward_outcome(
     backward: Callable[[], None], grads: tuple[Any, Any], refs: tuple[Any, Any], *, rtol: float, atol: float
 ) -> dict[str, Any]:
-    """Run ``backward``; on SAC's RuntimeError ``{"ok": False, "error": first sentence}``, else
-    whether the two gradients match the reference ones (``grads``/``refs`` read after backward)."""
+    """Run ``backward``; on SAC's RuntimeError ``{"ok": False, "error": first sentence, "error_type",
+    "traceback"}`` (the traceback as Python prints it), else whether the two gradients match the
+    reference ones (``grads``/``refs`` read after backward)."""
     try:
         backward()
     except RuntimeError as exc:
-        return {"ok": False, "error": str(exc).split(". ")[0]}
+        import traceback
+
+        return {
+            "ok": False,
+            "error": str(exc).split(". ")[0],
+            "error_type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+            "traceback": "".join(traceback.format_exception(exc))[-6000:],
+        }
     import torch
 
     (gx, gw), (rx, rw) = (g.grad for g in grads), (r.grad for r in refs)

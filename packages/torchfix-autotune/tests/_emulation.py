@@ -10,7 +10,8 @@ artifact's first call (the emulated autotune) lands in SAC's replay mode.
     python _emulation.py filtered   it runs through torchfix_autotune.patch.filtered, the same
                                     wrapper factory the fix installs on CachingAutotuner
 
-This exercises the mode filter, not CachingAutotuner itself. Prints one JSON line.
+This exercises the mode filter, not CachingAutotuner itself. Prints one JSON line, with ``report``:
+the autotune fix's row of ``torchfix_core.report()`` (``acted``, events of the wrapper).
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def main() -> dict[str, Any]:
     )  # allclose defaults as before
     # How many modes were on the stack at each cold call: the second one ran inside SAC's replay mode.
     result["cold_call_stack_depths"] = COLD_CALLS
+    from torchfix_core.testing import report_of
+
+    result["report"] = report_of("autotune")
     return result
 
 

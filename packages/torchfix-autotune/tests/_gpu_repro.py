@@ -93,6 +93,12 @@ def main() -> dict[str, Any]:
     result.update(backward_outcome(backward, (x, w), (ref_x, ref_w), rtol=1e-3, atol=1e-4))
     result["frames_compiled_during_backward"] = counters["frames"]["ok"] - frames_before
     result["coordesc_bench_during_backward"] = counters["inductor"]["coordesc_tuning_bench"] - coordesc_before
+    try:
+        from torchfix_core.testing import report_of
+
+        result["report"] = report_of("autotune")
+    except ImportError:
+        pass
     if stats is not None:
         result["calls_during_backward"] = dict(stats["calls"])
         result["filtered_during_backward"] = dict(stats["filtered"])

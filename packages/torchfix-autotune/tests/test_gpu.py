@@ -12,6 +12,7 @@ import tempfile
 import pytest
 import torch
 from _autotune_helpers import run_script
+from torchfix_core.testing import assert_explained, failure_text, only_fix
 
 pytestmark = [
     pytest.mark.gpu,
@@ -48,6 +49,10 @@ def test_recompute_after_cold_autotune_fails_without_fix(strict: bool) -> None:
         op, _, rest = result["error"].partition(" ")
         assert re.fullmatch(r"(invocation index \d+ )?" + ERROR, rest), result
         assert op in AUTOTUNER_OPS, f"failed on {op}, not on an autotuner op (another bug?): {result}"
+        # the signature (test_signatures.py does the same on the CPU emulation's red run)
+        assert_explained(failure_text(result), "autotune", "not-installed", isolated=True)
+        assert_explained(failure_text(result), "autotune", "disabled", env=only_fix("autotune", False))
+        assert result["report"]["acted"] == 0, result["report"]
     else:  # lenient replay (torch <= 2.12): autotuning re-executes under replay and nothing fails
         assert result["ok"] is True and result["grads_match"] is True, result
         assert result["coordesc_bench_during_backward"] > 0, f"autotuning did not run in recompute: {result}"
@@ -65,6 +70,7 @@ def test_recompute_after_cold_autotune_passes_with_fix(strict: bool) -> None:
         assert tuned > 0, f"autotuning did not run during recompute: {result}"
         assert sum(result["filtered_during_backward"].values()) > 0, result
         assert result["hidden_during_backward"].get("_CachedTorchDispatchMode", 0) > 0, result
+        assert result["report"]["events"]["hid-modes"] > 0, result["report"]
     else:
         assert result["fix_state"] == "not-needed", result
         assert result["coordesc_bench_during_backward"] > 0, f"autotuning did not run in recompute: {result}"

@@ -99,3 +99,34 @@ def test_states_are_a_str_enum_that_prints_and_serializes_as_its_value() -> None
     assert STATES == tuple(FixState) and len(STATES) == 7
     assert FixState.NOT_NEEDED == "not-needed" and f"{FixState.NOT_NEEDED}" == "not-needed"
     assert json.dumps({"state": FixState.APPLIED}) == '{"state": "applied"}'
+
+
+def test_signature_needs_a_message_pattern_or_a_silent_symptom() -> None:
+    from torchfix_core.spec import FixSpec, Signature
+
+    loud = Signature(
+        exception="CheckpointError", message=r"Recomputed values", when="compiled code", context="unpack_hook"
+    )
+    assert not loud.silent and loud.as_dict() == {
+        "exception": "CheckpointError",
+        "message": "Recomputed values",
+        "when": "compiled code",
+        "context": "unpack_hook",
+    }
+    assert Signature(symptom="wrong gradient").silent
+    with pytest.raises(ValueError, match="give exception and message"):
+        Signature(exception="RuntimeError")
+    with pytest.raises(ValueError, match="silent symptom has no exception"):
+        Signature(symptom="x", message="y")
+    with pytest.raises(ValueError, match="must be a class name"):
+        Signature(exception="torch.Error: x", message="y")
+    with pytest.raises(ValueError, match="signatures must be Signature records"):
+        FixSpec(
+            id="s",
+            summary="s",
+            implementation="m:a",
+            distribution="d",
+            targets={},
+            triggers=("m",),
+            signatures=({"exception": "E"},),
+        )  # type: ignore[arg-type]

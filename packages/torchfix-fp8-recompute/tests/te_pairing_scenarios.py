@@ -161,6 +161,7 @@ def scenario(body: Callable[Concatenate[dict[str, Any], P], None]) -> Callable[P
         except Exception as exc:  # noqa: BLE001 - the unpatched failure is the result
             result["error"] = f"{type(exc).__name__}: {exc}"
             result["traceback_tail"] = traceback.format_exc().strip().splitlines()[-3:]
+            result["traceback"] = traceback.format_exc()  # the text Python prints (signature tests)
         _facts(result, result.pop("layers", {}))
         result.pop("events", None)
         return result
@@ -357,6 +358,9 @@ def main() -> None:
     }
     for name, fn in scenarios().items():
         out[name] = fn()
+    from torchfix_core.testing import report_of
+
+    out["report"] = report_of("fp8-recompute-pairing")
     print(json.dumps(out))
 
 

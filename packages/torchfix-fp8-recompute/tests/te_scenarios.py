@@ -159,6 +159,7 @@ def run(scenario: str, reentrant: bool, steps: int = 2) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - the unpatched failure is the result
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback_tail"] = traceback.format_exc().strip().splitlines()[-3:]
+        result["traceback"] = traceback.format_exc()  # the text Python prints (signature tests)
     result["events"] = events
     result["stash_key"] = {"fp8": STASH_KEY in fp8_layer.fp8_meta, "plain": STASH_KEY in plain_layer.fp8_meta}
     fwd = [e["scale"] for e in events if e.get("layer") == "fp8" and e["fp8"] and not e["phase"]]
@@ -180,6 +181,9 @@ def main() -> None:
     out: dict[str, Any] = {"te": str(transformer_engine.__version__), "fix_state": row.state, "fix_reason": row.reason}
     for scenario, reentrant in SCENARIOS:
         out[f"{scenario}-{'reentrant' if reentrant else 'nonreentrant'}"] = run(scenario, reentrant)
+    from torchfix_core.testing import report_of
+
+    out["report"] = report_of("fp8-recompute")
     print(json.dumps(out))
 
 

@@ -5,9 +5,10 @@ each activates torchfix at ``import torch`` from the environment the test set), 
 process group on the CPU through a TCP rendezvous on a free local port. Every rank runs the
 scenario, then the same training without checkpointing (the reference) on the same initial
 weights, and writes its result; the parent prints one JSON line: ``ok`` (no rank raised), the
-first error's type and message, ``grads_equal`` (every step's local gradient shards and losses
+first error's type, message and traceback, ``grads_equal`` (every step's local gradient shards and losses
 bit-identical to the reference on every rank), the largest absolute difference, and each
-fsdp-recompute fix's state on rank 0.
+fsdp-recompute fix's state on rank 0, and ``report``: each fix's row of ``torchfix_core.report()`` on
+rank 0 at the end (``report_of``: state, ``acted``, events; the reference run recomputes nothing).
 
 Scenarios (all: fp32 inputs, ``torch.manual_seed(0)``, 3 SGD steps):
 
@@ -148,6 +149,14 @@ def _states() -> dict[str, str]:
     return {r.id: str(r.state) for r in torchfix_core.status() if r.id in FIXES}
 
 
+def _report() -> dict[str, Any]:
+    try:
+        from torchfix_core.testing import report_of
+    except ImportError:
+        return {}
+    return {fix_id: report_of(fix_id) for fix_id in FIXES}
+
+
 def _rank(rank: int, world: int, port: int, name: str, out_dir: str, late: dict[str, list[str]]) -> None:
     import torch
     import torch.distributed as dist
@@ -159,6 +168,7 @@ def _rank(rank: int, world: int, port: int, name: str, out_dir: str, late: dict[
     except Exception as exc:  # noqa: BLE001 - the scenario reports what happened
         result.update(ok=False, error_type=f"{type(exc).__module__}.{type(exc).__name__}", error=str(exc)[:400])
         result["where"] = traceback.format_exc().splitlines()[-3:]
+        result["traceback"] = traceback.format_exc()  # as Python prints it (the signature tests read it)
     else:
         ref = _train(name, False)
         diffs = [(a - b).abs().max().item() for ga, gb in zip(got["grads"], ref["grads"]) for a, b in zip(ga, gb)]
@@ -170,6 +180,7 @@ def _rank(rank: int, world: int, port: int, name: str, out_dir: str, late: dict[
             losses=got["losses"],
         )
     result["states"] = _states()
+    result["report"] = _report()
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(result, f)
     # no destroy_process_group before the others are done: a failed rank may leave collectives unmatched
@@ -194,12 +205,13 @@ def main(argv: list[str]) -> None:
     failed = [r for r in ranks if not r["ok"]]
     out: dict[str, Any] = {"scenario": name, "world": world, "torch": torch.__version__, "ok": not failed}
     if failed:
-        out.update({k: failed[0][k] for k in ("error_type", "error", "where")})
+        out.update({k: failed[0][k] for k in ("error_type", "error", "where", "traceback")})
     else:
         out["grads_equal"] = all(r["grads_equal"] for r in ranks)
         out["max_abs_diff"] = max(r["max_abs_diff"] for r in ranks)
         out["losses"] = ranks[0]["losses"]
     out["states"] = ranks[0]["states"]
+    out["report"] = ranks[0]["report"]
     print(json.dumps(out))
 
 

@@ -33,7 +33,7 @@ for action, fix_id in (step.split(":") for step in sys.argv[1].split(",")):
     getattr(torchfix_core, action)(only=[fix_id])
     now = snapshot()
     steps.append({"after": f"{action} {fix_id}",
-                  "states": {r.id: str(r.state) for r in torchfix_core.status() if r.id.startswith("fsdp-")},
+                  "states": {r.id: str(r.state) for r in torchfix_core.status() if r.id in ("fsdp-recompute-cast", "fsdp-recompute-unshard")},
                   "decorator_kept": now["pre"] is original["pre"] and now["post"] is original["post"]
                                     and now["pre_code"] is original["pre_code"],
                   "wrapped_is_called": now["pre_wrapped"] is now["pre_cell"] and now["post_wrapped"] is now["post_cell"],

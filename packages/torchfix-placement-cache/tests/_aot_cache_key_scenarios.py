@@ -2,7 +2,8 @@
 
 Each runs in a fresh interpreter (the tests pick the fix states through ``only_fix`` and the cache
 directory through ``TORCHINDUCTOR_CACHE_DIR``) and prints one JSON line last: the scenario's facts,
-the AOTAutograd and FX graph cache counters, and the states of the two fixes. Backend ``inductor``
+the AOTAutograd and FX graph cache counters, the states of the fixes and their ``report()`` rows
+(``reports``: what each fix counted). Backend ``inductor``
 on CPU: the AOTAutograd cache is used only there.
 """
 
@@ -19,12 +20,20 @@ import torch._functorch._aot_autograd.autograd_cache as ac
 from torch._dynamo.utils import counters
 from torch.utils.checkpoint import checkpoint
 
+FIX_IDS = ("aot-autocast-key", "aot-hop-body-key", "aot-bypass-key")
+
 
 def fix_states() -> dict[str, str]:
     import torchfix_core
 
-    wanted = ("aot-autocast-key", "aot-hop-body-key", "aot-bypass-key")
-    return {r.id: str(r.state) for r in torchfix_core.status() if r.id in wanted}
+    return {r.id: str(r.state) for r in torchfix_core.status() if r.id in FIX_IDS}
+
+
+def fix_reports() -> dict[str, dict[str, Any]]:
+    """Each fix's row of ``torchfix_core.report()`` (state, acted, events) at the end of the scenario."""
+    from torchfix_core.testing import report_of
+
+    return {fix_id: report_of(fix_id) for fix_id in FIX_IDS}
 
 
 def cache_counters() -> dict[str, int]:
@@ -138,5 +147,5 @@ SCENARIOS = {
 if __name__ == "__main__":
     name, arg = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "")
     result = SCENARIOS[name](arg)
-    result.update(torch=torch.__version__, states=fix_states(), counters=cache_counters())
+    result.update(torch=torch.__version__, states=fix_states(), counters=cache_counters(), reports=fix_reports())
     print(json.dumps(result))

@@ -12,13 +12,14 @@ the artifacts it saved, the loads its input-count check refused, correctness and
 which refuses every DTensor artifact on torch releases that pass the device mesh to the compiled code,
 and so hides the wrong load there.
 ``aot_path``: ``MagiCompileState.aot_compilation_path`` of that module for each placement (no compile).
-The last stdout line is a JSON report.
+The last stdout line is a JSON report (with the fix's ``report()`` row: what it counted).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import traceback
 
 import torch
 
@@ -73,6 +74,7 @@ def build(mesh) -> dict[str, object]:  # type: ignore[no-untyped-def]
     except Exception as exc:  # noqa: BLE001 - the report says what the compiled code raised
         report["ok"] = False
         report["error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+        report["traceback"] = traceback.format_exc()[-6000:]  # as Python prints it (the signature tests)
     report["inductor_compiles"] = compilation_counter.num_inductor_compiles
     report["artifacts_saved"] = compilation_counter.num_compiled_artifacts_saved
     report["loads_refused"] = len(refused)
@@ -107,8 +109,10 @@ def main() -> None:
         mesh = init_device_mesh("cpu", (world,))
         report = build(mesh) if CONFIG["scenario"] == "build" else aot_path(mesh)
         import torchfix_core
+        from torchfix_core.testing import report_of
 
         report["state"] = next((r.state for r in torchfix_core.status() if r.id == "magi-cache-key"), None)
+        report["report"] = report_of("magi-cache-key")
         report["rank"] = rank
         print(json.dumps(report), flush=True)
     finally:

@@ -7,7 +7,8 @@ by the fix itself. :func:`run_job` starts ``world`` interpreters (``python _mult
 barrier, then the other ranks compile (and may load rank 0's entry). Each rank prints one JSON line:
 its local shape, the AOTAutograd / FX graph cache counter deltas of its compile
 (``torch._dynamo.utils.counters``), the compile time of the first call, whether the compiled result
-equals eager, and the error if the call raised.
+equals eager, the error (and its traceback) if the call raised, and the placement-cache fix's
+``torchfix_core.report()`` row (``torchfix``: what it counted).
 
 Scenarios (``scenario`` key of the config):
 
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from typing import Any, Mapping
 
 _COUNTERS = (
@@ -67,6 +69,13 @@ def placement_cache_state() -> str | None:
         return None
 
 
+def fix_report() -> dict[str, Any]:
+    """The placement-cache fix's row of ``torchfix_core.report()`` (state, acted, events) in this process."""
+    from torchfix_core.testing import report_of
+
+    return report_of("placement-cache")
+
+
 def _compile_and_run(fn: Any, arg: Any, reference: Any, dynamic: bool | None = None) -> dict[str, Any]:
     """First call of a fresh ``torch.compile(fn)``: counters delta, time, correctness."""
     import torch
@@ -84,6 +93,7 @@ def _compile_and_run(fn: Any, arg: Any, reference: Any, dynamic: bool | None = N
             out["error"] = "compiled result differs from eager"
     except Exception as exc:  # noqa: BLE001 - the harness reports whatever the compiled code raised
         out["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        out["traceback"] = traceback.format_exc()[-6000:]  # as Python prints it (the signature tests)
     out["compile_s"] = round(time.perf_counter() - start, 4)
     out["counters"] = counters_since(before)
     return out
@@ -160,6 +170,7 @@ def _worker(config: Mapping[str, Any]) -> dict[str, Any]:
                 torch._dynamo.reset()
                 report["replicate"] = _compile_and_run(fn, rep, rep_ref)
         dist.barrier()
+        report["torchfix"] = fix_report()
         return report
     finally:
         dist.destroy_process_group()

@@ -4,7 +4,8 @@ Prints one JSON line. The test picks the torchfix state through the environment 
 
 * ``suite BACKEND [partitions]``: ``dropout`` at budgets 0.5, 0 and 1 and ``checkpoint_region`` at
   0.5 in one interpreter (Dynamo reset between them), plus ``partitions`` when asked; keyed
-  ``dropout@0.5`` ... in the result.
+  ``dropout@0.5`` ... in the result, each with ``acted``: how many events budget-rng's report
+  counted during that scenario.
 * ``dropout BUDGET BACKEND``: ``y = sin(2 * dropout(x, 0.5))`` compiled (``fullgraph=True``) with
   ``activation_memory_budget = BUDGET``, seeded; the dropout mask is read back from the forward
   output (``y == 0`` exactly where an element was dropped), the expected gradient
@@ -140,6 +141,13 @@ def fix_row() -> dict[str, str]:
     return out
 
 
+def acted() -> int:
+    """Events budget-rng's row of ``torchfix_core.report()`` counted so far in this process."""
+    from torchfix_core.testing import report_of
+
+    return int(report_of("budget-rng")["acted"])
+
+
 SCENARIOS = {"dropout": dropout, "checkpoint_region": checkpoint_region, "two_blocks": two_blocks}
 #: what ``suite`` runs: (scenario, budget)
 SUITE = (("dropout", 0.5), ("dropout", 0.0), ("dropout", 1.0), ("checkpoint_region", 0.5))
@@ -151,7 +159,9 @@ def suite(backend: str, with_partitions: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, budget in SUITE:
         torch._dynamo.reset()
+        before = acted()
         out[f"{name}@{budget}"] = SCENARIOS[name](budget, backend)
+        out[f"{name}@{budget}"]["acted"] = acted() - before
     functorch_config.activation_memory_budget = 1.0
     if with_partitions:
         out.update(partitions())
@@ -176,6 +186,9 @@ def main(argv: list[str]) -> None:
         result.update(ok=False, error_type=f"{type(exc).__module__}.{type(exc).__name__}", error=str(exc)[:2000])
         result["where"] = traceback.format_exc().splitlines()[-1][:200]
     result.update(fix_row())
+    from torchfix_core.testing import report_of
+
+    result["report"] = report_of("budget-rng")
     print(json.dumps(result))
 
 

@@ -1,7 +1,8 @@
 """Scenarios of the recompute-cache tests, one per fresh interpreter: ``python _scenarios.py NAME [BACKEND]``.
 
-Prints one JSON line: ``ok`` (no exception), the error's type and message, whether the gradients equal
-an eager (uncompiled) reference, the fix's state and reason, and ``reorders``: whether Dynamo still
+Prints one JSON line: ``ok`` (no exception), the error's type, message and traceback, whether the gradients equal
+an eager (uncompiled) reference, the fix's state and reason, its ``report`` (``report_of``: state,
+``acted``, events), and ``reorders``: whether Dynamo still
 moved a cache entry to the front on a hit at the end (read from the cache entry list, see
 :func:`lru_reorders`). The test decides which torchfix state to run under through the environment
 (``TORCHFIX_DISABLE=all`` plus ``TORCHFIX_RECOMPUTE_CACHE_ENABLED=1`` or ``0``).
@@ -136,6 +137,7 @@ def main(argv: list[str]) -> None:
         except Exception as exc:  # noqa: BLE001 - the scenario reports what happened
             result.update(ok=False, error_type=f"{type(exc).__module__}.{type(exc).__name__}", error=str(exc))
             result["where"] = traceback.format_exc().splitlines()[-1][:200]
+            result["traceback"] = traceback.format_exc()  # as Python prints it (the signature tests read it)
         else:
             reference = (
                 grads(step, inner) if name != "checkpoint_inside_compile" else grads(two_checkpointed_blocks, inner)
@@ -144,6 +146,9 @@ def main(argv: list[str]) -> None:
             result["grads_match"] = all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(got, reference))
     result["reorders"] = lru_reorders()
     result.update(fix_row())
+    from torchfix_core.testing import report_of
+
+    result["report"] = report_of("recompute-cache")
     print(json.dumps(result))
 
 

@@ -16,8 +16,9 @@ Without the fix (torch 2.12-2.13) the second one to start raises ``RuntimeError:
 context: <_contextvars.Context ...> is already entered``; with it both run (each in a copy of the
 backward's context) and still see a ContextVar set before ``backward()``. ``--checkpoint`` wraps both
 regions in non-reentrant ``torch.utils.checkpoint`` (their recompute runs in the backward too: the
-situation where ``sac-replay`` also acts). Prints one JSON line; torchfix is whatever the
-environment makes it (``TORCHFIX_DISABLE=backward-context`` = without the fix).
+situation where ``sac-replay`` also acts). Prints one JSON line (with ``report``: the fix's row of
+``torchfix_core.report()``); torchfix is whatever the environment makes it
+(``TORCHFIX_DISABLE=backward-context`` = without the fix).
 """
 
 from __future__ import annotations
@@ -173,6 +174,9 @@ def main(argv: list[str]) -> dict[str, Any]:
     expected = 5 * torch.cos(x.detach())
     result["grad_ok"] = x.grad is not None and bool(torch.allclose(x.grad, expected, rtol=1e-5, atol=1e-6))
     result["seen"] = list(SEEN)
+    from torchfix_core.testing import report_of
+
+    result["report"] = report_of("backward-context")
     return result
 
 

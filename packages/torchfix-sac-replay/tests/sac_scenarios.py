@@ -4,8 +4,9 @@
     python sac_scenarios.py SCENARIO [--device cpu|cuda] [--wrapper] [--limit N] [--same-thread]
                                      [--inductor-warmup]
 
-Prints one JSON line (the last line of stdout) describing what happened. Torchfix is whatever the
-environment makes it (``TORCHFIX_DISABLE=sac-replay`` = without the fix). Scenarios:
+Prints one JSON line (the last line of stdout) describing what happened, with ``report``: sac-replay's
+row of ``torchfix_core.report()`` (state, ``acted``, events). Torchfix is whatever the environment
+makes it (``TORCHFIX_DISABLE=sac-replay`` = without the fix). Scenarios:
 
 * ``guard_miss``: BRIEF section 3.4. A compiled block holds 8 Dynamo cache entries, the main thread
   raised ``recompile_limit`` to 64; a SAC-checkpointed call is made, a guarded global flips before
@@ -255,6 +256,9 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     result = SCENARIOS[args.scenario](args)
     result.update(scenario=args.scenario, torch=torch.__version__, fix=fix_state(), device=args.device)
+    from torchfix_core.testing import report_of
+
+    result["report"] = report_of("sac-replay")
     print(json.dumps(result))
     return 0
 

@@ -1,7 +1,8 @@
 """Reproductions of pytorch/pytorch#175258 for the sac-storage-key tests (one per process).
 
 ``python storage_key_scenarios.py NAME`` prints one JSON line: ``fix`` (the fix's state), ``ok``,
-``error_type`` / ``error`` when the checkpointed backward raised, and the checks each scenario makes.
+``error_type`` / ``error`` / ``traceback`` when the checkpointed backward raised, the checks each
+scenario makes, and ``report`` (the fix's row of ``torchfix_core.report()``: ``acted``, events).
 
 * ``upstream``: upstream's regression test ``test_sac_cached_value_fifo_mismatch``
   (``test/dynamo/test_wrap_inductor_compiled_regions.py``, PR #183080) line for line: a fake process
@@ -115,7 +116,7 @@ def upstream() -> dict[str, Any]:
             _checkpointed_backward(outer_fn, x)
         except Exception as exc:  # noqa: BLE001 - the reproduction reports what torch raised
             result.update(ok=False, error_type=f"{type(exc).__module__}.{type(exc).__name__}", error=str(exc))
-            result["traceback"] = traceback.format_exc()[-4000:]
+            result["traceback"] = traceback.format_exc()
             return result
         # d(sum(x * sum(arange(4))))/dx = 6 everywhere: the un-checkpointed program's gradient
         result.update(ok=True, grad_match=bool(torch.equal(local.grad, torch.full((4, 4), 6.0))))
@@ -152,7 +153,7 @@ def silent() -> dict[str, Any]:
             "ok": False,
             "error_type": f"{type(exc).__module__}.{type(exc).__name__}",
             "error": str(exc),
-            "traceback": traceback.format_exc()[-4000:],
+            "traceback": traceback.format_exc(),
         }
     assert x.grad is not None
     return {
@@ -193,4 +194,7 @@ if __name__ == "__main__":
     result = SCENARIOS[sys.argv[1]]()
     result["fix"] = _fix_state()
     result["torch"] = torch.__version__
+    from torchfix_core.testing import report_of
+
+    result["report"] = report_of(FIX_ID)
     print(json.dumps(result))

@@ -10,6 +10,7 @@ FIXES = {
     "budget-rng": "torchfix-recompute-cache",
     "fp8-recompute": "torchfix-fp8-recompute",
     "fp8-recompute-pairing": "torchfix-fp8-recompute",
+    "fsdp-offload-hook": "torchfix-fsdp-offload",
     "fsdp-recompute-cast": "torchfix-fsdp-recompute",
     "fsdp-recompute-unshard": "torchfix-fsdp-recompute",
     "magi-aot-fallback": "torchfix-aot-fallback",

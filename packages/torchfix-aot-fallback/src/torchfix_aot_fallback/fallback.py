@@ -2,7 +2,9 @@
 
 Every fallback (and every memo skip) is recorded per process in :func:`fallbacks` and summarized
 in the fix's row of ``torchfix_core.status()`` / ``torchfix-doctor``; each distinct cause is logged
-once as a warning on ``torchfix.aot-fallback``.
+once as a warning on ``torchfix.aot-fallback``. Each one is also counted in the fix's tally
+(``torchfix_core.report()``): the event is the record's kind (:data:`EVENTS`), the detail
+``<function>: <cause>``.
 """
 
 from __future__ import annotations
@@ -14,10 +16,21 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from torchfix_core.tallies import Tally, tally
+
 from torchfix_aot_fallback import memo, policy
 
 FIX_ID = "aot-fallback"
 log = logging.getLogger("torchfix.aot-fallback")
+
+#: record kind -> the report's event name (one event per way of falling back)
+EVENTS = {
+    "compile": "fell-back-on-compile",
+    "memo": "skipped-aot-by-memo",
+    "guard-miss": "served-guard-miss-by-jit",
+    "load": "recompiled-unloadable-artifact",
+    "magi-compile": "fell-back-magi-state",
+}
 
 
 @dataclass(frozen=True)
@@ -35,19 +48,24 @@ class FallbackRecord:
 
 class FallbackLog:
     """The fallbacks one fix made in this process, oldest first, with its warn-once set
-    (thread-safe). The torch-level fix and the Magi adapter each keep one."""
+    (thread-safe), and that fix's tally (``torchfix_core.report()``). The torch-level fix and the
+    Magi adapter each keep one; ``events`` are the record kinds the fix declares (at 0)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fix_id: str, events: tuple[str, ...]) -> None:
         self._lock = threading.Lock()
         self._records: list[FallbackRecord] = []
         self._warned: set[str] = set()
+        self.tally: Tally = tally(fix_id, *(EVENTS[kind] for kind in events))
 
     def add(self, rec: FallbackRecord, once: str, message: str) -> None:
-        """Record ``rec``; log ``message`` as a warning the first time ``once`` is seen."""
+        """Record ``rec`` and count it (event of its kind, detail ``<function>: <cause>``); log
+        ``message`` as a warning the first time ``once`` is seen. A fallback is a rare path: the
+        tally's ``note`` (a lock) is fine here."""
         with self._lock:
             self._records.append(rec)
             first = once not in self._warned
             self._warned.add(once)
+        self.tally.note(EVENTS.get(rec.kind, rec.kind), f"{rec.function}: {rec.cause}")
         if first:
             log.warning("%s", message)
 
@@ -61,7 +79,7 @@ class FallbackLog:
             self._warned.clear()
 
 
-_log = FallbackLog()
+_log = FallbackLog(FIX_ID, ("compile", "memo", "guard-miss", "load"))
 
 
 def fallbacks() -> list[FallbackRecord]:

@@ -70,7 +70,7 @@ _AOT_STEPS = ("aot_compile", "save_aot_compile_artifacts", "load_aot_compile_art
 _STATE_FIELDS = ("compile_config", "compiled_entry", "aot_compiled_fn", "aot_compile_artifacts", "jit_compiled_code")
 log = logging.getLogger("torchfix.aot-fallback")
 
-_log = fallback.FallbackLog()
+_log = fallback.FallbackLog(FIX_ID, ("magi-compile",))
 
 
 def records() -> list[fallback.FallbackRecord]:

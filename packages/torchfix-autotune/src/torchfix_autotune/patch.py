@@ -21,6 +21,11 @@ between forward and recompute when recompute picks other kernel configs (pytorch
 with ``torchfix-sac-replay``. Other allocation sites outside the three methods (``run()``'s Triton
 allocator, ``_combo_sequential_autotune`` beyond its ``bench`` calls) are not covered.
 
+Report (``torchfix_core.report()``, :data:`ACTED`): ``hid-modes`` counts each call of a wrapped
+method that ran with at least one mode hidden (SAC's recording or replay mode, ``DebugMode``), with
+the kernel's name (``inductor_meta["kernel_name"]``) as the detail; a call that finds nothing to
+hide is not counted. It runs once per kernel tuning, never per launch.
+
 Upstream: not fixed in torch <= 2.15.0; strict replay came with
 https://github.com/pytorch/pytorch/pull/176455. A prime-rl backport wraps the same three methods
 for torch 2.13.0 only; this fix is gated by :mod:`torchfix_autotune.probes` instead.
@@ -34,8 +39,12 @@ from collections import Counter
 from typing import Any, Callable
 
 from torchfix_core import Fix, ProbeResult
+from torchfix_core.tallies import tally
 
 from torchfix_autotune import probes
+
+#: What the fix did in this process (``torchfix_core.report()``); declared at 0 on import.
+ACTED = tally("autotune", "hid-modes")
 
 #: Per-process counters, updated by the installed wrappers (cheap: they run once per kernel tuning).
 #: ``calls[name]``: calls of each wrapped method; ``filtered[name]``: calls that hid at least one
@@ -49,6 +58,17 @@ def reset_stats() -> None:
     with _STATS_LOCK:
         for counter in STATS.values():
             counter.clear()
+
+
+def kernel_name(autotuner: Any) -> str:
+    """The kernel a ``CachingAutotuner`` tunes (``inductor_meta["kernel_name"]``, else its Triton
+    function's name); ``"?"`` when neither can be read (a detail for the report, never raises)."""
+    try:
+        meta = getattr(autotuner, "inductor_meta", None)
+        name = meta.get("kernel_name") if isinstance(meta, dict) else None
+        return str(name or getattr(getattr(autotuner, "fn", None), "__name__", None) or "?")
+    except Exception:  # noqa: BLE001 - a detail must never break autotuning
+        return "?"
 
 
 def filtered(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -71,6 +91,7 @@ def filtered(original: Callable[..., Any]) -> Callable[..., Any]:
                 with _STATS_LOCK:
                     STATS["filtered"][name] += 1
                     STATS["hidden"].update(type(mode).__name__ for mode in hidden)
+                ACTED.note("hid-modes", kernel_name(args[0]) if args else "?")
             return original(*args, **kwargs)
 
     return run_without_compile_internal_modes

@@ -11,6 +11,8 @@ Public API (everything else is private)::
     FixState, STATES, ActivationSource      # str enums (JSON shows their values)
     Fix, ProbeResult, PatchSet, PatchRefused  # for fix implementations
     when_imported(name, callback)           # post-import hook
+    report() -> dict                        # each fix's state and what it did in this process
+    Signature                               # one way a bug shows itself (FixSpec.signatures)
     TorchfixError, TorchfixConfigWarning
 
 Importing this package imports nothing at all: it is loaded at the end of ``import torch`` through
@@ -27,11 +29,12 @@ if TYPE_CHECKING:
     from torchfix_core._env import TorchfixConfigWarning
     from torchfix_core._import_hooks import when_imported
     from torchfix_core._registry import TorchfixError, apply, revert, status
+    from torchfix_core._report import report
     from torchfix_core._states import STATES, ActivationSource, FixState
     from torchfix_core._status import Activation, FixStatus
     from torchfix_core.fix import Fix, ProbeResult
     from torchfix_core.patching import PatchRefused, PatchSet
-    from torchfix_core.spec import EnvSwitch, FixSpec
+    from torchfix_core.spec import EnvSwitch, FixSpec, Signature
     from torchfix_core.version import __version__
 
 #: public name -> the module that defines it (imported on first access)
@@ -51,6 +54,8 @@ _LAZY = {
     "STATES": "torchfix_core._states",
     "EnvSwitch": "torchfix_core.spec",
     "FixSpec": "torchfix_core.spec",
+    "Signature": "torchfix_core.spec",
+    "report": "torchfix_core._report",
     "FixState": "torchfix_core._states",
     "FixStatus": "torchfix_core._status",
     "__version__": "torchfix_core.version",
@@ -104,12 +109,14 @@ __all__ = [
     "PatchRefused",
     "PatchSet",
     "ProbeResult",
+    "Signature",
     "TorchfixConfigWarning",
     "TorchfixError",
     "__version__",
     "activate",
     "activation",
     "apply",
+    "report",
     "revert",
     "status",
     "when_imported",

@@ -25,7 +25,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("torchfix")
 
-__all__ = ["ActivationSource", "activate_safely", "current", "record", "source", "torch_backends_entry"]
+__all__ = [
+    "ActivationSource",
+    "activate_safely",
+    "current",
+    "install_exit_hooks",
+    "record",
+    "source",
+    "torch_backends_entry",
+]
 
 #: the sentence shown for each source that activates
 DETAILS = {
@@ -57,6 +65,74 @@ def current() -> Activation:
     from torchfix_core._status import Activation
 
     return Activation(_source, _detail)
+
+
+def _note(exc: BaseException | None) -> None:
+    """Print the known-bug note for ``exc`` (imported only now, when a process is failing)."""
+    if exc is None:
+        return
+    try:
+        from torchfix_core._explain import print_diagnosis
+
+        print_diagnosis(exc)
+    except BaseException:  # noqa: BLE001 - a dying process must not get a second failure
+        pass
+
+
+def install_exit_hooks() -> None:
+    """At activation: chain the uncaught-exception note onto ``sys.excepthook`` and
+    ``threading.excepthook`` (unless ``TORCHFIX_EXPLAIN=0``), and register the report writer
+    with ``atexit`` when ``TORCHFIX_REPORT`` names a directory.
+
+    Cheap (no import beyond ``sys``/``os``/``threading``/``atexit``, which ``import torch`` has
+    loaded): the note's code is imported only when an exception reaches the hook. The previous
+    hook runs first with the same arguments, so the traceback is printed as before and the
+    exception is neither changed nor swallowed; a hook set later by the user replaces ours.
+    Idempotent."""
+    import os
+    import sys
+    import threading
+
+    from torchfix_core._env import parse_bool_word
+
+    if parse_bool_word(os.environ.get("TORCHFIX_EXPLAIN")) is not False:
+        if not getattr(sys.excepthook, "_torchfix_note", False):
+            previous = sys.excepthook
+
+            def torchfix_excepthook(exc_type: type[BaseException], exc: BaseException, tb: object) -> None:
+                previous(exc_type, exc, tb)  # type: ignore[arg-type]
+                _note(exc)
+
+            torchfix_excepthook._torchfix_note = True  # type: ignore[attr-defined]
+            sys.excepthook = torchfix_excepthook
+        if not getattr(threading.excepthook, "_torchfix_note", False):
+            previous_thread = threading.excepthook
+
+            def torchfix_thread_excepthook(args: threading.ExceptHookArgs) -> None:
+                previous_thread(args)
+                if args.exc_type is not SystemExit:
+                    _note(args.exc_value)
+
+            torchfix_thread_excepthook._torchfix_note = True  # type: ignore[attr-defined]
+            threading.excepthook = torchfix_thread_excepthook
+    if os.environ.get("TORCHFIX_REPORT", "").strip() and not _report_registered:
+        _register_report()
+
+
+_report_registered = False
+
+
+def _register_report() -> None:
+    global _report_registered
+    import atexit
+
+    def write_report() -> None:
+        from torchfix_core._report import write_at_exit
+
+        write_at_exit()
+
+    atexit.register(write_report)
+    _report_registered = True
 
 
 def activate_safely(source: ActivationSource) -> None:

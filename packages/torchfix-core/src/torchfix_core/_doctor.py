@@ -4,6 +4,10 @@ By default doctor imports each pending fix's trigger modules (which may take a f
 compile nothing), so that every fix reaches its final state; ``--no-resolve`` shows the state a
 training script would have right after ``import torch``. ``--json`` prints the same data.
 
+Subcommands: ``torchfix-doctor explain [FILE ...|-]`` names the known bugs in logs and tracebacks
+(:mod:`torchfix_core._explain_cli`); ``torchfix-doctor report DIR`` summarises a job's
+``TORCHFIX_REPORT`` files (:mod:`torchfix_core._report`).
+
 Exit status: 0 when the report was made with torch importable; :data:`EXIT_NO_TORCH` (3) when torch
 is not installed or its import fails (the report is still printed and says which): torchfix has
 nothing to patch there. 2 is a usage error (argparse).
@@ -19,10 +23,12 @@ import platform
 import sys
 from typing import Any
 
+from torchfix_core._explain import DOCS_PAGE
+
+__all__ = ["DOCS_PAGE", "EXIT_NO_TORCH", "collect", "main", "render"]
+
 #: exit status when torch cannot be imported (not installed, or its import fails)
 EXIT_NO_TORCH = 3
-#: every fix of the family has its page at this path of the torchfix repository (a test checks it)
-DOCS_PAGE = "docs/fixes/{id}.md"
 
 
 def _torch_info() -> dict[str, Any]:
@@ -133,7 +139,20 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="torchfix-doctor", description=__doc__.splitlines()[0])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "explain":
+        from torchfix_core._explain_cli import main as explain_main
+
+        return explain_main(argv[1:])
+    if argv and argv[0] == "report":
+        from torchfix_core._report import main as report_main
+
+        return report_main(argv[1:])
+    parser = argparse.ArgumentParser(
+        prog="torchfix-doctor",
+        description=__doc__.splitlines()[0],
+        epilog="subcommands: 'explain [FILE ...|-]' (name known bugs in logs), 'report DIR' (summarise TORCHFIX_REPORT files)",
+    )
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument("--no-resolve", action="store_true", help="do not import pending fixes' trigger modules")
     args = parser.parse_args(argv)

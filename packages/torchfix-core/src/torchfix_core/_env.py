@@ -8,6 +8,8 @@
                            version range (the probe still decides)
 ``TORCHFIX_STRICT``        ``1``: a failing fix raises :class:`torchfix_core.TorchfixError`
 ``TORCHFIX_LOG``           ``debug`` | ``info`` | ``warning``: log level of the ``torchfix`` logger
+``TORCHFIX_EXPLAIN``       ``0``: no known-bug note after an uncaught exception (default ``1``)
+``TORCHFIX_REPORT``        a directory: each process writes its report there at exit
 ``TORCHFIX_<ID>_...``      a fix's own switches, declared in its ``FixSpec`` (``switches=``)
 =========================  ===========================================================
 
@@ -33,7 +35,7 @@ BOOL_ACCEPTED = "1/0, true/false, yes/no, on/off"
 _LEVELS = ("debug", "info", "warning", "error")
 _ENABLED_SUFFIX = "_ENABLED"
 #: the core's own variables (a fix's own are declared in its FixSpec)
-CORE_VARS = ("AUTOLOAD", "DISABLE", "FORCE", "STRICT", "LOG", "ACTIVATION_SOURCE")
+CORE_VARS = ("AUTOLOAD", "DISABLE", "FORCE", "STRICT", "LOG", "ACTIVATION_SOURCE", "EXPLAIN", "REPORT")
 ACTIVATION_SOURCES = ("torchfix_core.auto", "torchfix-run")
 """Accepted values of ``TORCHFIX_ACTIVATION_SOURCE`` (set by ``torchfix-run`` for
 :mod:`torchfix_core.auto`); anything else is reported and ignored, so doctor never shows an
@@ -126,6 +128,8 @@ class Settings:
         self.forced: set[str] = set()
         self.enabled_override: dict[str, bool] = {}
         self.log_level: int | None = None
+        self.explain = True
+        self.report_dir: str | None = None
         self.problems: list[str] = []
 
     def is_disabled(self, fix_id: str) -> tuple[bool, str]:
@@ -191,6 +195,13 @@ def read_settings(
             problems.append(f"TORCHFIX_LOG={raw_level!r} is not a level (accepted: {', '.join(_LEVELS)}); ignored")
         else:
             settings.log_level = logging.getLevelName(level.upper())
+    settings.explain = parse_bool("TORCHFIX_EXPLAIN", env.get("TORCHFIX_EXPLAIN"), True, problems)
+    raw_report = env.get("TORCHFIX_REPORT")
+    if raw_report is not None and raw_report.strip():
+        if os.path.exists(raw_report.strip()) and not os.path.isdir(raw_report.strip()):
+            problems.append(f"TORCHFIX_REPORT={raw_report!r} is not a directory: no report will be written")
+        else:
+            settings.report_dir = raw_report.strip()
     for name, switch in sorted(declared.items()):
         parse_bool(name, env.get(name), switch.default, problems)
     raw_source = env.get("TORCHFIX_ACTIVATION_SOURCE")
@@ -218,7 +229,8 @@ def read_settings(
             own = f", the installed fixes' own: {', '.join(sorted(declared))}" if declared else ""
             problems.append(
                 f"{name} is not a torchfix variable; ignored (known: TORCHFIX_AUTOLOAD, TORCHFIX_DISABLE, "
-                f"TORCHFIX_<ID>_ENABLED, TORCHFIX_FORCE, TORCHFIX_STRICT, TORCHFIX_LOG{own})"
+                f"TORCHFIX_<ID>_ENABLED, TORCHFIX_FORCE, TORCHFIX_STRICT, TORCHFIX_LOG, TORCHFIX_EXPLAIN, "
+                f"TORCHFIX_REPORT{own})"
             )
     return settings
 

@@ -366,6 +366,7 @@ def activate(source: ActivationSource) -> None:
         _state.activating = True
         try:
             _activation.record(source)
+            _activation.install_exit_hooks()
             if _state.entries is None and _defer():
                 return
             _schedule_all(entries())

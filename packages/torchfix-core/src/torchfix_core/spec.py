@@ -27,6 +27,7 @@ __all__ = [
     "EnvSwitch",
     "FixSpec",
     "FixState",
+    "Signature",
     "StrEnum",
     "env_prefix",
     "lazy_version",
@@ -58,6 +59,73 @@ class EnvSwitch:
         return self.default if value is None else value
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Signature:
+    """One way a bug shows itself: what ``torchfix-doctor explain`` and the uncaught-exception
+    diagnosis match (:mod:`torchfix_core._explain`).
+
+    A failure with a message names ``exception`` (the class name as a traceback prints it; only the
+    last dotted part is compared, and any class in the raised exception's MRO matches in process)
+    and ``message``, a regular expression searched (:func:`re.search`, no flags) in the exception's
+    message. Patterns come from the red runs of the fix's own reproductions on the real unpatched
+    library, and must be specific to the bug: a pattern that would also match an ordinary user
+    error (a plain dtype mismatch, an OOM) is wrong, and the family-shape test feeds a corpus of
+    such errors to every pattern.
+
+    A silent bug (a wrong gradient, a stale artifact) has no message: it declares ``symptom``, the
+    symptom in words, and leaves ``exception`` and ``message`` empty; explain cannot match it in a
+    log, the per-run report (``torchfix_core.report()``) shows whether the fix acted.
+
+    ``releases`` says where this wording was seen, as ``"<library> <specifier>"`` (e.g.
+    ``"torch >=2.13"``); empty means every release of the fix's range. ``when`` names the
+    condition under which the message means this bug, where the message alone could have other
+    causes (e.g. "the checkpointed code is torch.compile'd"); explain shows it. ``context`` is a
+    regular expression that must also be found in the traceback printed before the message (its
+    ``File ..., in <function>`` lines; in a log, also the same rank's 40 lines before the
+    traceback, where warnings such as Dynamo's recompile reasons are), for a message that
+    ordinary failures share: a dtype
+    mismatch raised inside a checkpoint's recompute (``in unpack_hook``) is the bug, the same
+    message from user code is not. A failure read without its traceback never matches a signature
+    with a context.
+    """
+
+    exception: str = ""
+    message: str = ""
+    symptom: str = ""
+    releases: str = ""
+    when: str = ""
+    context: str = ""
+
+    def __post_init__(self) -> None:
+        if self.symptom:
+            if self.exception or self.message or self.context:
+                raise ValueError("Signature: a silent symptom has no exception, message or context")
+        elif not (self.exception and self.message):
+            raise ValueError("Signature: give exception and message, or a silent symptom")
+        if self.exception and not all(part.replace("_", "a").isalnum() for part in self.exception.split(".")):
+            raise ValueError(f"Signature: exception must be a class name, got {self.exception!r}")
+
+    @property
+    def silent(self) -> bool:
+        """True for a symptom without a message (nothing to match in a log)."""
+        return bool(self.symptom)
+
+    def as_dict(self) -> dict[str, str]:
+        """The non-empty fields (the catalog's and ``--json``'s form)."""
+        return {
+            k: v
+            for k, v in (
+                ("exception", self.exception),
+                ("message", self.message),
+                ("symptom", self.symptom),
+                ("releases", self.releases),
+                ("when", self.when),
+                ("context", self.context),
+            )
+            if v
+        }
+
+
 def env_prefix(fix_id: str) -> str:
     """``my-fix`` -> ``TORCHFIX_MY_FIX_`` (the prefix of every variable of that fix)."""
     return f"TORCHFIX_{fix_id.upper().replace('-', '_')}_"
@@ -87,6 +155,9 @@ class FixSpec:
         upstream: links to the upstream issue / pull request the fix backports.
         switches: the fix's own environment variables (besides ``TORCHFIX_<ID>_ENABLED``, which
             every fix has).
+        signatures: the failures the bug produces (:class:`Signature`): exception and message
+            patterns seen in the red runs of the fix's reproductions, per release where the wording
+            differs, or the silent symptom in words. Every fix of the family declares at least one.
         unversioned: libraries of ``targets`` whose version string does not identify their code
             (e.g. every commit of a project builds as ``1.0.0``, or ``0.0.0`` from a checkout
             without its version plugin). Their range documents where the fix was validated; it is
@@ -106,6 +177,7 @@ class FixSpec:
     after: tuple[str, ...] = ()
     upstream: tuple[str, ...] = ()
     switches: tuple[EnvSwitch, ...] = ()
+    signatures: tuple[Signature, ...] = ()
     unversioned: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -119,6 +191,8 @@ class FixSpec:
         for switch in self.switches:
             if not isinstance(switch, EnvSwitch) or not switch.name.startswith(prefix):
                 raise ValueError(f"FixSpec {self.id!r}: switches must be EnvSwitch records named {prefix}*")
+        if not all(isinstance(signature, Signature) for signature in self.signatures):
+            raise ValueError(f"FixSpec {self.id!r}: signatures must be Signature records")
         stray = sorted(set(self.unversioned) - set(self.targets))
         if stray:
             raise ValueError(f"FixSpec {self.id!r}: unversioned names libraries that are not in targets: {stray}")
@@ -129,6 +203,7 @@ class FixSpec:
             "after": tuple(self.after),
             "upstream": tuple(self.upstream),
             "switches": tuple(self.switches),
+            "signatures": tuple(self.signatures),
             "unversioned": tuple(self.unversioned),
         }
         for name, value in normalized.items():

@@ -1,6 +1,10 @@
 """Data only: what torchfix-core reads at discovery (imports neither torch nor TransformerEngine)."""
 
-from torchfix_core.spec import FixSpec
+from torchfix_core.spec import FixSpec, Signature
+
+#: TE's recompute-stash lookup of a module that stashed nothing (``quantization.py`` TE 2.x,
+#: ``fp8.py`` TE 1.x): both fixes' red runs raise it, each under its own condition
+_NO_STASH = r"'global_fp8_buffer_pos_fwd_recompute'"
 
 FIX = FixSpec(
     id="fp8-recompute",
@@ -16,6 +20,20 @@ FIX = FixSpec(
     triggers=("transformer_engine.pytorch.distributed",),
     order=50,
     upstream=("https://github.com/NVIDIA/TransformerEngine/pull/3284",),
+    # From the red runs of tests/test_signatures.py (TE 1.13.0 and 2.18.0: same wording).
+    signatures=(
+        Signature(
+            exception="KeyError",
+            message=_NO_STASH,
+            releases="transformer_engine >=1.13,<2.19",
+            when="the te.checkpoint'ed callable opens its own te.autocast / fp8_autocast with delayed "
+            "scaling (FP8 off when the checkpoint is entered); the error comes in the recompute",
+        ),
+        Signature(
+            symptom="an FP8 recompute inside te.checkpoint pops a scale/amax stash an earlier step left, "
+            "when the callable opens its own FP8 autocast (stale scale, no error)",
+        ),
+    ),
 )
 
 PAIRING = FixSpec(
@@ -34,4 +52,32 @@ PAIRING = FixSpec(
     # Disjoint patch points from fp8-recompute (TE PR #3284, which it builds on): no ordering needed.
     order=51,
     upstream=("https://github.com/NVIDIA/TransformerEngine/pull/3394",),
+    # From the red runs of tests/test_signatures.py (TE 2.18.0 and 2.19.0: same wording).
+    signatures=(
+        Signature(
+            exception="KeyError",
+            message=_NO_STASH,
+            releases="transformer_engine >=2.18,<2.20",
+            when="a TE module in eval() runs under te.checkpoint with FP8 delayed scaling (it skipped its "
+            "stash in the forward; the error comes in the recompute)",
+        ),
+        Signature(
+            exception="IndexError",
+            message=r"^pop from an empty deque",
+            context=r"(?m), in get_old_fp8_meta_tensors_for_recompute$",
+            releases="transformer_engine >=2.18,<2.20",
+            when="a TE module put in eval() after a training step runs under te.checkpoint with FP8 "
+            "delayed scaling (its stash deque is empty in the recompute)",
+        ),
+        Signature(
+            symptom="te.checkpoint under torch.no_grad() (or reentrant with no input requiring grad) leaves "
+            "one FP8 scale/amax stash per module that nothing consumes: they pile up, and the next "
+            "recompute pops the oldest (another forward's scale, no error)",
+        ),
+        Signature(
+            symptom="te.checkpoint under torch.no_grad() with a context_fn that enables grad returns an output "
+            "that does not require grad; the backward then fails with torch's ordinary 'element 0 of tensors "
+            "does not require grad' (no TE frame in its traceback: not matched, see the report's count)",
+        ),
+    ),
 )

@@ -47,6 +47,16 @@ the patched lines. The probe does this work once (about 0.1-0.2 s: two module co
 ``apply`` reuses it. The probe refuses (nothing patched) when a source is missing, does not
 reproduce the live code, lacks a hunk's lines, or the patched code reads a global the module lacks.
 
+Counting (``torchfix_core.report()``): each patched function also counts, on the lines where it
+acts only, through a line added to its text (visible in tracebacks): ``kept-eval-module-state``
+(a module in ``eval()`` kept its scale/amax for the recompute: TE 2.18-2.19 skipped it),
+``inherited-region-without-grad-inputs`` (a reentrant checkpoint no backward can reach ran in the
+enclosing region) and ``ran-no-grad-checkpoint-directly`` (``te.checkpoint`` under ``no_grad``
+ran the function directly, stashing nothing). The line reaches the tally with
+``__import__("torchfix_fp8_recompute.pairing")`` (the patched code runs with TE's globals, which
+torchfix does not touch): one ``sys.modules`` lookup and one increment, never on a training
+module's path.
+
 Hazards: the stash condition change makes ``eval()`` modules under ``te.checkpoint`` with FP8 keep
 their stash until the recompute (one scale/amax copy per module, as for training modules). A
 checkpoint run under ``no_grad`` no longer goes through ``_CheckpointFunction`` / the non-reentrant
@@ -69,6 +79,7 @@ from typing import Any, Callable
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module, nested_code, same_code
 from torchfix_core.sourcepatch import code_at, compile_module, module_source, source_span
+from torchfix_core.tallies import tally
 
 log = logging.getLogger("torchfix.fp8-recompute-pairing")
 
@@ -76,6 +87,14 @@ DIST = "transformer_engine.pytorch.distributed"
 BASE = "transformer_engine.pytorch.module.base"
 FIX_ID = "fp8-recompute-pairing"
 FILENAME_PREFIX = f"<torchfix {FIX_ID}: "
+
+ACTED = tally(
+    FIX_ID, "kept-eval-module-state", "inherited-region-without-grad-inputs", "ran-no-grad-checkpoint-directly"
+)
+COUNTS = ACTED.counts
+#: how the patched TE code reaches :data:`COUNTS`: it runs with TE's module globals, so through the
+#: builtin ``__import__`` (a ``sys.modules`` hit), on the lines where the fix acts only
+_COUNT = f'__import__("{__name__}").{__name__.rpartition(".")[2]}.COUNTS'
 
 
 @dataclass(frozen=True)
@@ -113,8 +132,13 @@ HUNKS: tuple[Hunk, ...] = (
         "TransformerEngineBaseModule.prepare_forward",
         _prepare_forward,
         old=("if self.training and is_fp8_activation_recompute_enabled():",),
-        new=("if is_fp8_activation_recompute_enabled():",),
-        fixed=lambda code: "training" not in code.co_names,
+        new=(
+            "if is_fp8_activation_recompute_enabled():",
+            "    if not self.training:  # TE <= 2.19 skipped this stash",
+            f"        {_COUNT}['kept-eval-module-state'] += 1",
+        ),
+        # upstream's code reads no self.training; torchfix's copy reads it for the count only
+        fixed=lambda code: "training" not in code.co_names or code.co_filename.startswith(FILENAME_PREFIX),
     ),
     Hunk(
         DIST,
@@ -132,6 +156,7 @@ HUNKS: tuple[Hunk, ...] = (
             "        with activation_recompute_forward(activation_recompute=True, recompute_phase=False):",
             "            outputs = run_function(*args, **kwargs)",
             "    else:",
+            f"        {_COUNT}['inherited-region-without-grad-inputs'] += 1",
             "        outputs = run_function(*args, **kwargs)",
         ),
         fixed=lambda code: "needs_input_grad" in code.co_names,
@@ -145,6 +170,7 @@ HUNKS: tuple[Hunk, ...] = (
             "# When checkpoint is entered with autograd disabled, run the forward directly",
             "# to avoid unreachable FP8 recompute state. Preserve the forward context.",
             "if not torch.is_grad_enabled():",
+            f"    {_COUNT}['ran-no-grad-checkpoint-directly'] += 1",
             "    forward_ctx, _ = context_fn()",
             "    with forward_ctx:",
             "        return function(*args, **kwargs)",

@@ -28,6 +28,11 @@ getter answers ``region and FP8GlobalStateManager.is_fp8_enabled()`` at query ti
    variables and reads only the globals ``_FP8_ACTIVATION_RECOMPUTE_ENABLED`` and
    ``FP8GlobalStateManager`` of ``distributed.py``, which the probe checks.
 
+Counting (``torchfix_core.report()``, event ``kept-recompute-state``): once per checkpoint region
+entered where the fix changes TE's answer, i.e. TE's own ``__enter__`` sampled "FP8 off" (the
+callable opens its own FP8 autocast) and the region flag is set to True instead; a region entered
+with FP8 on is not counted. One dict increment at region entry, nothing on the getter's path.
+
 Hazards: a TE build that renames those globals without the upstream fix is refused by the probe
 (nothing patched). Code reading ``_FP8_ACTIVATION_RECOMPUTE_ENABLED`` directly (none in TE
 1.13-2.18) would see the region flag, as upstream's ``_IN_ACTIVATION_RECOMPUTE_REGION``. The flags
@@ -46,8 +51,12 @@ from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module
+from torchfix_core.tallies import tally
 
 log = logging.getLogger("torchfix.fp8-recompute")
+
+ACTED = tally("fp8-recompute", "kept-recompute-state")
+COUNTS = ACTED.counts
 
 MODULE = "transformer_engine.pytorch.distributed"
 #: The global TE 2.19+ defines (TE PR #3284); its presence means the fix is already upstream.
@@ -135,6 +144,8 @@ class Fp8RecomputeFix(Fix):
             def __enter__(self: Any) -> Any:
                 result = original(self)
                 # Upstream: _IN_ACTIVATION_RECOMPUTE_REGION = self.activation_recompute
+                if self.activation_recompute and not getattr(dist, REGION_FLAG):
+                    COUNTS["kept-recompute-state"] += 1  # TE sampled FP8 off: the fix keeps the region
                 setattr(dist, REGION_FLAG, bool(self.activation_recompute))
                 return result
 

@@ -5,7 +5,11 @@ the Dynamo-disable decorator calls, ``fsdp-recompute-unshard`` that function's c
 and revert independently, in any order; neither names the other in ``after``.
 """
 
-from torchfix_core.spec import FixSpec
+from torchfix_core.spec import FixSpec, Signature
+
+#: the traceback frames of a non-reentrant checkpoint's recompute (torch.utils.checkpoint and the
+#: composable checkpoint alike, 2.8-2.15): the unpack hook runs the frame's recompute_fn
+RECOMPUTE_FRAMES = r'checkpoint\.py", line \d+, in unpack_hook[\s\S]*checkpoint\.py", line \d+, in recompute_fn'
 
 CAST_FIX = FixSpec(
     id="fsdp-recompute-cast",
@@ -25,6 +29,27 @@ CAST_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/issues/159359",
         "https://github.com/pytorch/pytorch/pull/182580",
     ),
+    # seen in the red runs of tests/_scenarios.py ``cast`` on 2.9.1, 2.10.0, 2.12.0 (fp32 input, bf16
+    # param_dtype): the input is Float, the weight BFloat16; the message alone is an ordinary
+    # dtype mismatch, hence ``when`` and the context: raised inside a checkpoint's recompute (the
+    # forward ran the same code without error)
+    signatures=(
+        Signature(
+            exception="RuntimeError",
+            message=r"mat1 and mat2 must have the same dtype, but got Float and BFloat16",
+            context=RECOMPUTE_FRAMES,
+            when=(
+                "the failing matmul is in the backward's activation-checkpoint recompute of an FSDP2 "
+                "(fully_shard) module with MixedPrecisionPolicy(param_dtype=bfloat16) whose call is wrapped "
+                "in a non-reentrant checkpoint (e.g. Hugging Face gradient_checkpointing_enable), with fp32 inputs"
+            ),
+        ),
+    ),
+)
+
+WHEN_UNSHARD = (
+    "raised in the backward's activation-checkpoint recompute of a module with a fully_shard-ed child "
+    "(FSDP2), after two or more forwards through it before one backward (DPO, contrastive losses)"
 )
 
 UNSHARD_FIX = FixSpec(
@@ -43,5 +68,30 @@ UNSHARD_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/issues/153354",
         "https://github.com/pytorch/pytorch/issues/187437",
         "https://github.com/pytorch/pytorch/pull/171779",
+    ),
+    # seen in the red runs of tests/_scenarios.py ``unshard`` on 2.9.1 (Python DTensor dispatch: "op: got
+    # mixed") and 2.10.0 (C++ dispatch: "op got mixed"); the op is the child module's (addmm for a
+    # Linear with bias)
+    signatures=(
+        Signature(
+            exception="RuntimeError",
+            message=(
+                r"aten\.\w+\.\w+: got mixed torch\.Tensor and DTensor, need to convert all torch\.Tensor "
+                r"to DTensor before calling distributed operators"
+            ),
+            releases="torch >=2.8,<2.10",
+            when=WHEN_UNSHARD,
+            context=RECOMPUTE_FRAMES,
+        ),
+        Signature(
+            exception="RuntimeError",
+            message=(
+                r"aten\.\w+\.\w+ got mixed torch\.Tensor and DTensor, need to convert all torch\.Tensor "
+                r"to DTensor before calling distributed operators"
+            ),
+            releases="torch >=2.10,<2.11",
+            when=WHEN_UNSHARD,
+            context=RECOMPUTE_FRAMES,
+        ),
     ),
 )

@@ -27,7 +27,8 @@ fsdp-recompute-unshard (pytorch/pytorch#153354, #187437; upstream PR #171779, to
     returns at once and runs on the sharded DTensor parameters: ``RuntimeError: aten.addmm.default
     got mixed torch.Tensor and DTensor``. torch 2.8.0-2.10.0. This fix gives ``_pre_forward`` the
     lines upstream added (unshard and wait when ``not self._fsdp_param_group.is_unsharded``, before
-    the early return), in the code torch runs: the module source is recompiled with them
+    the early return), in the code torch runs, and one more line in that branch counting the unshard
+    for ``torchfix_core.report()`` (:data:`COUNT_LINE`): the module source is recompiled with them
     (:mod:`torchfix_core.sourcepatch`, the unchanged text must reproduce the running code first).
 
 Where each fix patches, and why there
@@ -90,6 +91,7 @@ from torchfix_core.sourcepatch import (
     require_reproduces,
     source_span,
 )
+from torchfix_core.tallies import tally
 
 from torchfix_fsdp_recompute import probes
 
@@ -97,6 +99,17 @@ log = logging.getLogger("torchfix.fsdp-recompute")
 
 CAST_ID = "fsdp-recompute-cast"
 UNSHARD_ID = "fsdp-recompute-unshard"
+
+#: What ``torchfix_core.report()`` counts (each in the recompute path only, i.e. in PRE_BACKWARD):
+#: ``cast-inputs-in-recompute`` when ``_pre_forward``'s wrapper casts the inputs to ``param_dtype``,
+#: ``cast-output-in-recompute`` when ``_post_forward``'s wrapper casts the output to
+#: ``output_dtype`` (fsdp-recompute-cast); ``unshard-in-recompute`` when the patched ``_pre_forward``
+#: unshards a resharded param group (fsdp-recompute-unshard). Not counted: forwards outside
+#: recompute, a policy without those dtypes, a recompute whose params were still unsharded.
+CAST_ACTED = tally(CAST_ID, "cast-inputs-in-recompute", "cast-output-in-recompute")
+CAST_COUNTS = CAST_ACTED.counts
+UNSHARD_ACTED = tally(UNSHARD_ID, "unshard-in-recompute")
+UNSHARD_COUNTS = UNSHARD_ACTED.counts
 
 
 # -- fsdp-recompute-cast ------------------------------------------------------------------------------
@@ -128,6 +141,7 @@ def _casting_pre_forward(
         mp = self._mp_policy
         if not (mp.cast_forward_inputs and mp.param_dtype):
             return args, kwargs
+        CAST_COUNTS["cast-inputs-in-recompute"] += 1
         with torch.profiler.record_function("FSDP::cast_forward_inputs"):
             cast_fn = functools.partial(cast_fp_tensor, mp.param_dtype)
             return apply(cast_fn, args), apply(cast_fn, kwargs)
@@ -148,6 +162,7 @@ def _casting_post_forward(
         dtype = self._mp_policy.output_dtype
         if dtype is None:
             return output
+        CAST_COUNTS["cast-output-in-recompute"] += 1
         with torch.profiler.record_function("FSDP::cast_forward_outputs"):
             return apply(functools.partial(cast_fp_tensor, dtype), output)
 
@@ -216,6 +231,9 @@ UPSTREAM_LINES = (
     "    self._fsdp_param_group.unshard()",
     "    self._fsdp_param_group.wait_for_unshard()",
 )
+#: the count of the unshard, the last line of the new branch (the patched code runs in
+#: ``_fsdp_state``'s globals, so it reaches this module by import: a dict lookup, on this rare path only)
+COUNT_LINE = f'    __import__("{__name__}", fromlist=("UNSHARD_COUNTS",)).UNSHARD_COUNTS["unshard-in-recompute"] += 1'
 FILENAME_PREFIX = f"<torchfix {UNSHARD_ID}: "
 
 
@@ -249,7 +267,7 @@ def unshard_plan() -> Plan:
         )
     i = at[0] + 1
     pad = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
-    patched = lines[:i] + [pad + text + "\n" for text in UPSTREAM_LINES] + lines[i:]
+    patched = lines[:i] + [pad + text + "\n" for text in (*UPSTREAM_LINES, COUNT_LINE)] + lines[i:]
     filename = f"{FILENAME_PREFIX}{func.__code__.co_filename}>"
     code = code_at(compile_module(patched, filename, flags=flags), func, start)
     if code.co_freevars != func.__code__.co_freevars:

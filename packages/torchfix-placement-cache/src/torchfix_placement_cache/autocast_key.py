@@ -54,8 +54,15 @@ from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module
+from torchfix_core.tallies import tally
 
 log = logging.getLogger("torchfix.aot-autocast-key")
+
+#: ``key-changed``: an AOTAutograd key was computed with the autocast state added (every key, once
+#: per compile or cache lookup); ``autocast-dtype-keyed``: of those, autocast was on, so the key now
+#: names the autocast dtype that torch's key left out (the case the bug serves a wrong artifact in)
+ACTED = tally("aot-autocast-key", "key-changed", "autocast-dtype-keyed")
+COUNTS = ACTED.counts
 
 MODULE = "torch._functorch._aot_autograd.autograd_cache"
 CLASS = "AOTAutogradCacheDetails"
@@ -91,7 +98,11 @@ def _keyed_init(original: Callable[..., None]) -> Callable[..., None]:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         if ATTRIBUTE not in vars(self):  # torch's own record (2.13+) wins
-            setattr(self, ATTRIBUTE, autocast_state())
+            state = autocast_state()
+            setattr(self, ATTRIBUTE, state)
+            COUNTS["key-changed"] += 1
+            if any(enabled for enabled, _ in state.values()):
+                COUNTS["autocast-dtype-keyed"] += 1
 
     return __init__
 

@@ -64,8 +64,14 @@ from typing import Any, Callable, Iterator
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module, nested_code
+from torchfix_core.tallies import tally
 
 log = logging.getLogger("torchfix.aot-bypass-key")
+
+#: ``key-changed``: the fallback drew a uuid4 key instead of ``str(random.random())`` (once per
+#: unkeyable graph compiled under AOT precompile; such a key never hits a cache entry)
+ACTED = tally("aot-bypass-key", "key-changed")
+COUNTS = ACTED.counts
 
 MODULE = "torch._functorch._aot_autograd.autograd_cache"
 FUNCTION = "autograd_cache_key"
@@ -89,6 +95,7 @@ class UuidNonceSource:
 
     def random(self) -> str:
         self.issued += 1
+        COUNTS["key-changed"] += 1
         return uuid.uuid4().hex
 
     def __getattr__(self, name: str) -> Any:

@@ -56,8 +56,13 @@ from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module
+from torchfix_core.tallies import tally
 
 log = logging.getLogger("torchfix.aot-hop-body-key")
+
+#: ``body-bypassed``: a graph whose nested body holds a node the root-graph rule refuses now
+#: bypasses the AOTAutograd cache (detail: the subgraph and the node; once per compile, never per step)
+ACTED = tally("aot-hop-body-key", "body-bypassed")
 
 MODULE = "torch._functorch._aot_autograd.autograd_cache"
 FUNCTION = "check_cacheable"
@@ -84,8 +89,10 @@ def check_nested_bodies(module: types.ModuleType, gm: Any) -> None:
             try:
                 check_node_safe(node)
             except bypass as exc:
+                ACTED.note("body-bypassed", f"{name}: {node.format_node()}")
                 raise bypass(f"{exc}\nSubgraph: {name} (torchfix aot-hop-body-key)") from exc
             except Exception as exc:  # noqa: BLE001 - an unkeyable body node: bypass, never a hit
+                ACTED.note("body-bypassed", f"{name}: {node.format_node()}")
                 raise bypass(f"Subgraph {name}: node {node.format_node()} cannot be checked: {exc!r}") from exc
 
 

@@ -60,8 +60,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.tallies import tally
 
 log = logging.getLogger("torchfix.placement-cache")
+
+#: ``key-changed``: a backend's compiled-artifact directory got the DTensor layout sub-directory
+#: (once per Magi backend call with DTensor inputs); ``aot-path-changed``: an AOT artifact path got
+#: it (once per lookup of a module with DTensor parameters or buffers). Never per training step.
+ACTED = tally("magi-cache-key", "key-changed", "aot-path-changed")
+COUNTS = ACTED.counts
 
 FIX_ID = "magi-cache-key"
 PREFIX = "torchfix-placement-"
@@ -114,6 +121,7 @@ def make_init_cache_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
             return chosen(Path(cache_dir) / f"{PREFIX}{signature}")
 
         manager.__dict__["initialize_cache"] = initialize_cache
+        COUNTS["key-changed"] += 1
         try:
             result = original(self)
         finally:
@@ -136,6 +144,7 @@ def make_aot_path_property(original: property) -> property:
         if signature is None:
             return path  # type: ignore[no-any-return]
         directory = os.path.join(os.path.dirname(path), f"{PREFIX}{signature}")
+        COUNTS["aot-path-changed"] += 1
         os.makedirs(directory, exist_ok=True)
         return os.path.join(directory, os.path.basename(path))
 

@@ -1,6 +1,10 @@
 """Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
 
-from torchfix_core.spec import FixSpec
+from torchfix_core.spec import FixSpec, Signature
+
+#: Inductor's generated size assert (``assert_size_stride``) when an artifact compiled for another
+#: input shape is loaded; the same words follow a wrong fake kernel of a custom op, hence ``when=``
+SIZE_ASSERT = r"expected size \d+==\d+, stride \d+==\d+ at dim=\d+"
 
 FIX = FixSpec(
     id="placement-cache",
@@ -15,6 +19,23 @@ FIX = FixSpec(
         "https://github.com/pytorch/pytorch/issues/188390",
         "https://github.com/pytorch/pytorch/pull/188401",
     ),
+    signatures=(
+        # red run: 2 gloo ranks, global (3, 8) Shard(0), shared TORCHINDUCTOR_CACHE_DIR, torch 2.12
+        # and 2.15 ("expected size 1==2, stride 8==8 at dim=0"; 4 ranks: "1==3")
+        Signature(
+            exception="AssertionError",
+            message=SIZE_ASSERT,
+            releases="torch >=2.12",
+            when="ranks share a compile cache (one TORCHINDUCTOR_CACHE_DIR, or a mega-cache shipped between them) "
+            "and hold DTensor inputs sharded unevenly (local shards of different shapes): a rank ran another "
+            "rank's AOTAutograd artifact",
+        ),
+        Signature(
+            symptom="a rank that shares a compile cache with others is served another rank's AOTAutograd artifact "
+            "for its DTensor input (uneven local shards; on torch 2.12/2.13 also another local device): with "
+            "Inductor's size asserts off it computes on the wrong shape, no error"
+        ),
+    ),
 )
 
 MAGI_FIX = FixSpec(
@@ -26,6 +47,21 @@ MAGI_FIX = FixSpec(
     triggers=("magi_compiler",),
     order=110,
     upstream=("MagiCompiler PR #89 (placement-aware cache key)",),
+    signatures=(
+        # red run: 2 gloo ranks, a SimpleFSDP-style module compiled Shard(0) then Replicate() under one
+        # Magi cache root ("expected size 16==8, stride 8==8 at dim=0")
+        Signature(
+            exception="AssertionError",
+            message=SIZE_ASSERT,
+            when="MagiCompiler compiled the same model source before with other DTensor placements (e.g. "
+            "Shard(0), then Replicate()) under the same Magi cache root: it loaded the other layout's artifact",
+        ),
+        Signature(
+            symptom="a MagiCompiler build whose DTensor placements changed with unchanged source loads the old "
+            "layout's artifact without compiling (0 Inductor compiles): where the shapes fit, a silently wrong "
+            "collective (e.g. a 1-rank all-gather)"
+        ),
+    ),
     # Every Magi commit builds as 1.0.0 (versioningit's default), or 0.0.0 without versioningit (pip
     # install --no-build-isolation from a checkout): the version says nothing, so the probe (Magi's
     # live layout) decides and the range above documents where the fix was validated.
@@ -45,6 +81,14 @@ BYPASS_KEY_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/pull/191427",
         "https://github.com/pytorch/pytorch/issues/191323",
     ),
+    signatures=(
+        Signature(
+            symptom="an AOT-precompiled graph (torch.compile(...).aot_compile, aot_compile_fullgraph) that "
+            "AOTAutograd cannot key (an allow_in_graph callable, a process group or stream object) is served "
+            "another graph's artifact: the later graphs of one Dynamo capture, or processes seeded alike that "
+            "share a cache directory, return the first graph's results, no error"
+        ),
+    ),
 )
 
 AUTOCAST_KEY_FIX = FixSpec(
@@ -59,6 +103,13 @@ AUTOCAST_KEY_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/pull/181564",
         "https://github.com/pytorch/pytorch/pull/191110",
     ),
+    signatures=(
+        Signature(
+            symptom="a function compiled under torch.autocast(dtype=torch.bfloat16) and run again under "
+            "dtype=torch.float16 (a recompile in one process, or a later process with the same cache directory) "
+            "is served the bfloat16 artifact: bfloat16 outputs with the bfloat16 graph's values, no error"
+        ),
+    ),
 )
 
 HOP_BODY_KEY_FIX = FixSpec(
@@ -70,4 +121,12 @@ HOP_BODY_KEY_FIX = FixSpec(
     triggers=("torch._functorch._aot_autograd.autograd_cache",),
     order=140,
     upstream=("https://github.com/pytorch/pytorch/pull/194658",),
+    signatures=(
+        Signature(
+            symptom="a compiled function whose checkpoint (or custom autograd.Function) body calls an opaque "
+            "callable (torch._dynamo.allow_in_graph) is served an earlier process's AOTAutograd artifact after "
+            "the callable's behaviour changed (a global it reads, or its body): stale outputs and gradients, "
+            "no error"
+        ),
+    ),
 )

@@ -63,10 +63,16 @@ import types
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.tallies import tally
 
 from torchfix_placement_cache._layout import local_layout
 
 log = logging.getLogger("torchfix.placement-cache")
+
+#: ``key-changed``: a DTensor's AOTAutograd key term was computed with the local layout added
+#: (once per DTensor input per key computation, i.e. per compile or cache lookup, not per step)
+ACTED = tally("placement-cache", "key-changed")
+COUNTS = ACTED.counts
 
 #: Bumped whenever the extra key material changes, so old and new keys never collide.
 KEY_VERSION = "torchfix-placement-cache/1"
@@ -86,6 +92,7 @@ def _make_wrapper(original: Callable[[Any], str], *, add_device: bool) -> Callab
         payload = f"{base}|{KEY_VERSION}|local_shape={shape!r}|local_stride={stride!r}"
         if add_device:  # pytorch/pytorch#188401: cache_data += str(self._local_tensor.device)
             payload += f"|local_device={local.device}"
+        COUNTS["key-changed"] += 1
         return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
     return _stable_hash_for_caching

@@ -75,8 +75,15 @@ from typing import Any, Callable, Iterable
 import torch
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module
+from torchfix_core.tallies import tally
 
 log = logging.getLogger("torchfix.budget_rng")
+
+#: What ``torchfix_core.report()`` counts for this fix: ``saved-random-outputs``, once per partition
+#: whose saved values the wrapper extended (detail: the budget and the random ops), in
+#: :meth:`SavedRng.record`. Not counted: partitions it returned unchanged, random outputs it could
+#: not save, and the self-check partition of :meth:`BudgetRngFix.apply`.
+ACTED = tally("budget-rng", "saved-random-outputs")
 
 MODULE = "torch._functorch.partitioners"
 FUNCTION = "choose_saved_values_set"
@@ -147,18 +154,31 @@ def rng_outputs_to_save(
     return extra
 
 
+def _random_op_name(node: Any) -> str:
+    """The random op behind a saved output (the op of a ``getitem`` of a multi-output op)."""
+    if getattr(node, "target", None) is operator.getitem and node.args:
+        node = node.args[0]
+    return str(getattr(node, "target", node))
+
+
 class SavedRng:
     """What the wrapper did in this process (for ``status()``): partitions changed, outputs saved."""
 
-    __slots__ = ("_lock", "outputs", "partitions", "unsaveable")
+    __slots__ = ("_lock", "checking", "outputs", "partitions", "unsaveable")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.partitions = 0
         self.outputs = 0
         self.unsaveable: set[str] = set()
+        self.checking = False  # True during apply()'s self-check: not the program's partition
 
-    def record(self, count: int, budget: float) -> None:
+    def record(self, extra: list[Any], budget: float) -> None:
+        if self.checking:
+            return
+        count = len(extra)
+        ops = sorted({_random_op_name(node) for node in extra})
+        ACTED.note("saved-random-outputs", f"budget {budget}: {count} output(s) of {', '.join(ops)}")
         with self._lock:
             self.partitions += 1
             self.outputs += count
@@ -206,7 +226,7 @@ def make_wrapper(original: Callable[..., Any], must_recompute: Callable[[Any], b
         extra = rng_outputs_to_save(joint_graph.nodes, node_info, saved, must_recompute, seen.refuse)
         if not extra:
             return saved
-        seen.record(len(extra), memory_budget)
+        seen.record(extra, memory_budget)
         return [*saved, *extra]
 
     return choose_saved_values_set
@@ -304,10 +324,14 @@ class BudgetRngFix(Fix):
             lambda original: make_wrapper(original, must_recompute, seen),
             signature=SIGNATURE,
         )
-        left = {b: names for b, names in self._probe_budgets().items() if names}
+        seen.checking = True
+        try:
+            left = {b: names for b, names in self._probe_budgets().items() if names}
+        finally:
+            seen.checking = False
         if left:
             raise PatchRefused(f"the probe's partition still recomputes random ops with the fix: {left}")
-        seen.reset()  # the self-check above is not the program's partition
+        seen.reset()  # belt and braces: nothing of the self-check above is the program's
         self.seen = seen
         log.debug("budget-rng: %s.%s saves forward random outputs when memory_budget < 1", MODULE, FUNCTION)
 

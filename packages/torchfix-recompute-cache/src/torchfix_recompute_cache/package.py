@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
 
-from torchfix_core.spec import EnvSwitch, FixSpec
+from torchfix_core.spec import EnvSwitch, FixSpec, Signature
 
 #: Turn Dynamo's LRU reordering off when the fix is applied (torchtitan PR #1991's placement) instead
 #: of at the first activation checkpoint: for recompute schemes that do not go through
@@ -33,6 +33,27 @@ FIX = FixSpec(
         "https://github.com/pytorch/torchtitan/pull/2204",
     ),
     switches=(ALWAYS,),
+    # seen in the red runs of tests/_scenarios.py (two_checkpointed_blocks, checkpointed_then_plain) on
+    # 2.10.0, 2.13.0 and 2.15.0: the same wording; 2.12+ appends a tip naming pytorch#166926 to every
+    # CheckpointError, so it is not part of the pattern. The message is also what a checkpointed
+    # function that saves other tensors in its recompute raises in eager code; the context (the
+    # compiled function's AOTAutograd backward unpacking its saved tensors through the checkpoint's
+    # hook) is what only compiled code inside the checkpoint prints
+    signatures=(
+        Signature(
+            exception="CheckpointError",
+            message=(
+                r"torch\.utils\.checkpoint: Recomputed values for the following tensors have different "
+                r"metadata than during the forward pass"
+            ),
+            context=r'_aot_autograd[\\/][\s\S]*checkpoint\.py", line \d+, in unpack_hook',
+            when=(
+                "the checkpointed function (non-reentrant checkpoint, checkpoint_wrapper, SAC) calls "
+                "torch.compile'd code that was recompiled between the forward and the recompute (e.g. "
+                "automatic dynamic shapes after a new input shape), so the recompute ran another graph"
+            ),
+        ),
+    ),
 )
 
 BUDGET_RNG_FIX = FixSpec(
@@ -53,5 +74,13 @@ BUDGET_RNG_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/issues/190758",
         "https://github.com/pytorch/pytorch/issues/190717",
         "https://github.com/pytorch/pytorch/pull/190759",
+    ),
+    signatures=(
+        Signature(
+            symptom=(
+                "with torch._functorch.config.activation_memory_budget < 1, compiled dropout (or another "
+                "random op) gets wrong gradients: the backward recomputes it with a fresh mask; no error"
+            ),
+        ),
     ),
 )

@@ -64,11 +64,17 @@ from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import require_parameters
+from torchfix_core.tallies import tally
 
 from torchfix_recompute_cache import probes
 from torchfix_recompute_cache.package import ALWAYS
 
 log = logging.getLogger("torchfix.recompute_cache")
+
+#: What ``torchfix_core.report()`` counts for this fix: ``lru-turned-off`` (detail: what made the fix
+#: turn it off), once per process at most, in :meth:`LruSwitch.turn_off`. Not counted: the program
+#: setting the switch itself, a process that never checkpoints.
+ACTED = tally("recompute-cache", "lru-turned-off")
 
 
 class LruSwitch:
@@ -95,6 +101,7 @@ class LruSwitch:
             self._set(False)
             self.turned_off_by = why
             self.settled = True
+        ACTED.note("lru-turned-off", why)
         log.info("torchfix recompute-cache: Dynamo LRU cache reordering turned off (%s); pytorch#166926", why)
 
     def record(self, enabled: Any) -> Any:

@@ -16,20 +16,29 @@ a fresh copy per call with the same ContextVar values. Patch points, both throug
 
 * torch 2.13: ``runtime_wrappers._codegen_compiled_backward`` generates the wrapper's source; its
   code gets one string constant changed, ``"        impl_fn = functools.partial(_cc.run, impl_fn)"``
-  becoming ``"...(_cc.copy().run, impl_fn)"``, which is upstream's one-line change. Wrappers are
+  becoming ``"...(_cc.copy().run, impl_fn)"``, which is upstream's one-line change, after a line
+  counting it; the ``def _compiled_backward(`` line gets the counts' binding before it. Wrappers are
   generated when a compiled graph's autograd function is built (at compile time and when a cached
   graph is loaded), so every graph built after the patch gets the copying wrapper.
 * torch 2.12: the same line is written inline in ``CompiledFunction.backward``, which
   ``_AOTDispatchAutogradFunctionFactory.build`` defines. The module's source is compiled again,
   unchanged, and ``build``'s code from it must reproduce the live bytecode exactly; then ``functools.partial(config_ctx.run, impl_fn)`` (matched once) becomes
-  ``functools.partial(config_ctx.copy().run, impl_fn)`` and the result replaces ``build``'s code.
+  ``functools.partial(config_ctx.copy().run, impl_fn)`` (after the counting statement, on the same
+  line; ``build``'s first statement's line gets the binding of the counts in front, so no line
+  number moves) and the result replaces ``build``'s code.
   Its filename is ``<torchfix backward-context: ...>``, registered with ``linecache``.
 
 torch 2.14+ carries the change (the probe sees ``_cc.copy().run`` in the generator) and torch <= 2.11
 hands no context to backward at all (``_engine_run_backward`` stores nothing): both are "not needed".
 
+Report (``torchfix_core.report()``, :data:`ACTED`): ``copied-context`` counts each compiled
+backward that ran in a copy of the backward's context. The patched code counts it itself, one dict
+increment next to the copy: the generated wrapper's module (2.13) and ``build``'s scope (2.12) bind
+:data:`COUNTS` once, when a wrapper is generated or a graph's autograd function is built (an
+``__import__`` of this already imported module), as ``_torchfix_counts_``.
+
 Cost: one ``Context.copy()`` per compiled-backward call (a persistent-map copy, O(1); upstream measured
-about 14 ns), nothing else; nothing runs at forward time.
+about 14 ns) and the increment; nothing runs at forward time.
 
 Hazards:
 
@@ -43,10 +52,12 @@ Hazards:
 
 from __future__ import annotations
 
+import ast
 import importlib
 import linecache
 import logging
 import sys
+import textwrap
 import types
 from dataclasses import dataclass
 
@@ -60,16 +71,26 @@ from torchfix_core.sourcepatch import (
     require_reproduces,
     source_span,
 )
+from torchfix_core.tallies import tally
 
 log = logging.getLogger("torchfix.backward-context")
 
 FIX_ID = "backward-context"
+#: What the fix did in this process (``torchfix_core.report()``); declared at 0 on import.
+ACTED = tally(FIX_ID, "copied-context")
+COUNTS = ACTED.counts
+#: the statement that binds :data:`COUNTS` where the patched code runs (once per wrapper / build)
+BIND_COUNTS = f"_torchfix_counts_ = __import__({__name__!r}, fromlist=('COUNTS',)).COUNTS"
+COUNT = "_torchfix_counts_['copied-context'] += 1"
 RUNTIME_WRAPPERS = "torch._functorch._aot_autograd.runtime_wrappers"
 FILENAME_PREFIX = f"<torchfix {FIX_ID}: "
 
-#: torch 2.13 ``_codegen_compiled_backward`` (runtime_wrappers.py:3250): the generated line, and upstream's.
+#: torch 2.13 ``_codegen_compiled_backward`` (runtime_wrappers.py:3250): the generated line, and upstream's
+#: (the patch writes it after a line counting it, :data:`COUNT`).
 GENERATED_OLD = "        impl_fn = functools.partial(_cc.run, impl_fn)"
 GENERATED_NEW = "        impl_fn = functools.partial(_cc.copy().run, impl_fn)"
+#: the generated source's first line (runtime_wrappers.py:3209): :data:`BIND_COUNTS` goes before it
+GENERATED_DEF = "def _compiled_backward("
 #: the marker of upstream's change in the generator (torch 2.14.1 :3318, 2.15.0 :3338)
 UPSTREAM_MARKER = "_cc.copy().run"
 #: torch 2.12 ``CompiledFunction.backward`` (runtime_wrappers.py:2880), the same line written inline.
@@ -128,8 +149,40 @@ def _generator_plan(gen: types.FunctionType) -> Plan | None:
             f"{RUNTIME_WRAPPERS}._codegen_compiled_backward generates neither {GENERATED_OLD.strip()!r} "
             f"nor upstream's {UPSTREAM_MARKER!r}: unknown layout"
         )
-    consts = tuple(GENERATED_NEW if isinstance(c, str) and c == GENERATED_OLD else c for c in code.co_consts)
-    return Plan("generator", gen, code, code.replace(co_consts=consts))
+    if sum(s.startswith(GENERATED_DEF) for s in strings) != 1:
+        raise PatchRefused(
+            f"{RUNTIME_WRAPPERS}._codegen_compiled_backward: no single {GENERATED_DEF!r} line: unknown layout"
+        )
+    new = {GENERATED_OLD: f"        {COUNT}\n{GENERATED_NEW}"}
+
+    def patched(c: object) -> object:
+        if not isinstance(c, str):
+            return c
+        if c.startswith(GENERATED_DEF):
+            # torch execs the source with a separate locals dict: bind it as a global of the wrapper
+            return f"global _torchfix_counts_\n{BIND_COUNTS}\n{c}"
+        return new.get(c, c)
+
+    return Plan("generator", gen, code, code.replace(co_consts=tuple(patched(c) for c in code.co_consts)))
+
+
+def _first_body_line(lines: list[str], start: int, stop: int) -> int:
+    """0-based index in ``lines`` of the line where the first statement of the function defined at
+    ``start`` (1-based; its span ends before ``stop``) begins; that statement must start its line."""
+    text = textwrap.dedent("".join(lines[start - 1 : stop - 1]))
+    tree = ast.parse(text)
+    func = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(func, ast.FunctionDef) or not func.body:
+        raise PatchRefused("_AOTDispatchAutogradFunctionFactory.build's source is not one def: unknown layout")
+    first = func.body[0]
+    line = text.splitlines()[first.lineno - 1]
+    if first.lineno == func.lineno or line[: first.col_offset].strip():
+        raise PatchRefused("_AOTDispatchAutogradFunctionFactory.build: its first statement does not start a line")
+    return start - 1 + first.lineno - 1
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
 
 
 def _inline_plan(rw: types.ModuleType) -> Plan | None:
@@ -162,7 +215,9 @@ def _inline_plan(rw: types.ModuleType) -> Plan | None:
         )
     i = at[0]
     patched = list(module_lines)
-    patched[i] = module_lines[i][: len(module_lines[i]) - len(module_lines[i].lstrip())] + INLINE_NEW + "\n"
+    patched[i] = _indent(module_lines[i]) + f"{COUNT}; {INLINE_NEW}\n"
+    b = _first_body_line(module_lines, start, stop)
+    patched[b] = _indent(module_lines[b]) + f"{BIND_COUNTS}; {module_lines[b].lstrip()}"
     filename = f"{FILENAME_PREFIX}{original.co_filename}>"
     code = code_at(compile_module(patched, filename, flags=flags), build, start)
     if code.co_freevars != original.co_freevars:

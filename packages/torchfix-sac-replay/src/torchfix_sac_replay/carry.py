@@ -33,6 +33,11 @@ Hazards:
 * Reentrant checkpoint (``use_reentrant=True``) builds no ``_CheckpointFrame`` and is not covered.
 * The forward thread is remembered by its ident; the explanation names it only if that thread is
   still known to ``threading`` when the error is raised (else it prints the ident).
+
+Report (``torchfix_core.report()``, :data:`ACTED`): ``recompute-in-forward-context`` counts each
+recompute run in a copy of its forward's context (one dict increment in
+:meth:`ForwardContextRecompute.__call__`); ``explained-replay-error`` each SAC "not found in
+storage" error re-raised with the explanation appended (detail: the op the recompute missed).
 """
 
 from __future__ import annotations
@@ -41,7 +46,13 @@ import contextvars
 import threading
 from typing import Any, Callable
 
+from torchfix_core.tallies import tally
+
 from torchfix_sac_replay import explain
+
+#: What the fix did in this process (``torchfix_core.report()``); declared at 0 on import.
+ACTED = tally("sac-replay", "recompute-in-forward-context", "explained-replay-error")
+COUNTS = ACTED.counts
 
 
 class ForwardContextRecompute:
@@ -61,6 +72,7 @@ class ForwardContextRecompute:
         self.forward_thread = forward_thread
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        COUNTS["recompute-in-forward-context"] += 1
         before = explain.dynamo_marks()  # three ints, O(1): never walks Dynamo's counters
         try:
             return self.forward_context.copy().run(self.recompute_fn, *args, **kwargs)
@@ -82,6 +94,7 @@ class ForwardContextRecompute:
                 new = None
             if new is None:
                 raise
+            ACTED.note("explained-replay-error", str(exc).split(" ", 1)[0])
             raise new from exc
 
 

@@ -1,6 +1,22 @@
 """Data only: what torchfix-core reads at discovery (imports nothing from torch)."""
 
-from torchfix_core.spec import FixSpec
+from torchfix_core.spec import FixSpec, Signature
+
+#: When SAC's "not found in storage" means sac-replay's bug (the message alone has other causes).
+_RECOMPUTE_OFF_THREAD = (
+    "the checkpointed region calls torch.compile'd code, compiler config (e.g. "
+    "torch._dynamo.config.recompile_limit) was set on the forward's thread, and the recompute runs on "
+    "another thread (a CUDA backward runs it on the autograd engine's device thread), where it reads the "
+    "defaults, recompiles or falls back to eager, and replays ops the forward did not record"
+)
+#: When sac-storage-key's messages mean its bug.
+_REGION_SKIPPED = (
+    "selective activation checkpointing saves inductor_compiled_code regions "
+    "(torch._inductor.config.wrap_inductor_compiled_regions) and the recompute skips a compiled region "
+    "the forward ran (its result was cached, e.g. a block mask kept in a dict)"
+)
+#: The failure is raised while a non-reentrant checkpoint recomputes (torch.utils.checkpoint's frames).
+_IN_RECOMPUTE = r'torch[/\\]utils[/\\]checkpoint\.py", line \d+, in recompute_fn'
 
 FIX = FixSpec(
     id="sac-replay",
@@ -25,6 +41,22 @@ FIX = FixSpec(
         "https://github.com/pytorch/pytorch/pull/191777",
         "https://github.com/PrimeIntellect-ai/prime-rl/pull/3951",
     ),
+    # From the red runs of tests/sac_scenarios.py guard_miss (CPU, backward on a second thread):
+    # torch 2.12.0 (2.11's wording, lenient replay) and 2.13.0 / 2.15.0 (strict replay's wording).
+    signatures=(
+        Signature(
+            exception="RuntimeError",
+            message=r"aten\.\S+ encountered during backward, but not found in storage",
+            releases="torch >=2.12,<2.13",
+            when=_RECOMPUTE_OFF_THREAD,
+        ),
+        Signature(
+            exception="RuntimeError",
+            message=r"aten\.\S+ encountered during backward but not found in storage\. This can happen",
+            releases="torch >=2.13",
+            when=_RECOMPUTE_OFF_THREAD,
+        ),
+    ),
 )
 
 STORAGE_KEY_FIX = FixSpec(
@@ -47,6 +79,31 @@ STORAGE_KEY_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/issues/175258",
         "https://github.com/pytorch/pytorch/pull/177198",
         "https://github.com/pytorch/pytorch/pull/183080",
+    ),
+    # From the red runs of tests/storage_key_scenarios.py upstream (DTensor) on torch 2.10.0, 2.11.0
+    # and 2.12.0; the messages are ordinary ones, so each needs the recompute's frames (context).
+    signatures=(
+        Signature(
+            exception="RuntimeError",
+            message=r"Only Tensors of floating point and complex dtype can require gradients",
+            releases="torch >=2.10,<2.12",
+            when=_REGION_SKIPPED,
+            context=_IN_RECOMPUTE,
+        ),
+        Signature(
+            exception="IndexError",
+            message=r"^tuple index out of range$",
+            releases="torch >=2.12,<2.13",
+            when=_REGION_SKIPPED,
+            context=_IN_RECOMPUTE,
+        ),
+        Signature(
+            symptom=(
+                "wrong gradients and no error: the recompute skipped a cached compiled region and the next "
+                "region got its saved outputs, which had the same count, shapes and dtypes"
+            ),
+            releases="torch >=2.10,<2.13",
+        ),
     ),
 )
 
@@ -71,5 +128,17 @@ CONTEXT_FIX = FixSpec(
     upstream=(
         "https://github.com/pytorch/pytorch/issues/185372",
         "https://github.com/pytorch/pytorch/pull/186659",
+    ),
+    # From the red runs of tests/backward_context_scenarios.py on torch 2.12.0 and 2.13.0.
+    signatures=(
+        Signature(
+            exception="RuntimeError",
+            message=r"cannot enter context: <_contextvars\.Context object at 0x[0-9a-fA-F]+> is already entered",
+            releases="torch >=2.12,<2.14",
+            when=(
+                "the backward() call runs the backwards of two torch.compile'd regions at the same time "
+                "(a CPU region and a GPU region, or regions on two GPUs); intermittent, timing-dependent"
+            ),
+        ),
     ),
 )

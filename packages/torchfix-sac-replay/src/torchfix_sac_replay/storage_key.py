@@ -60,6 +60,13 @@ Hazards
       checkpoint call and run on one thread at a time.
     * On 2.12 the probe creates two ``InductorCompiledCallable`` objects, which advances torch's
       global region counter by two (ids stay unique; nothing else changes).
+
+Report (``torchfix_core.report()``, :data:`ACTED`)
+    ``keyed-region-queue`` counts each ``inductor_compiled_code`` call that SAC recorded or replayed
+    through its region's own queue (one dict increment in the wrapper's compiled-region branch;
+    never for other ops). The behaviour check that :meth:`SacStorageKeyFix.apply` runs after
+    patching (and the probe, if the patch is already in place) dispatches three regions through the
+    patched modes; they are not counted.
 """
 
 from __future__ import annotations
@@ -69,6 +76,11 @@ import types
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.tallies import tally
+
+#: What the fix did in this process (``torchfix_core.report()``); declared at 0 on import.
+ACTED = tally("sac-storage-key", "keyed-region-queue")
+COUNTS = ACTED.counts
 
 #: ``__torch_dispatch__`` parameters of both SAC modes in torch 2.10-2.15.
 DISPATCH_SIGNATURE = ("self", "func", "types", "args", "kwargs")
@@ -125,6 +137,7 @@ def make_keyed_dispatch(original: Dispatch, *, hop: object, region_key: RegionKe
             return method(self, func, types, args, kwargs)
         storage = self.storage
         self.storage = _RegionStorage(storage, hop, (hop, region_key(args[0])))
+        COUNTS["keyed-region-queue"] += 1
         try:
             return method(self, func, types, args, kwargs)
         finally:
@@ -206,6 +219,16 @@ def replay_returns_other_region(hop: object, make_region: Callable[[Callable[[An
     return bool(out.item() != 2.0)
 
 
+def _check_uncounted(hop: object, make_region: Callable[[Callable[[Any], Any]], Any]) -> bool:
+    """:func:`replay_returns_other_region`, its regions left out of :data:`ACTED` (the check's own
+    dispatches through patched modes are not the fix acting on the user's program)."""
+    counted = COUNTS["keyed-region-queue"]
+    try:
+        return replay_returns_other_region(hop, make_region)
+    finally:
+        COUNTS["keyed-region-queue"] = counted
+
+
 def _check_accessors(cls: type, names: frozenset[str]) -> None:
     raw = cls.__dict__.get("__torch_dispatch__")
     method = getattr(raw, "__wrapped__", raw)
@@ -245,7 +268,7 @@ class SacStorageKeyFix(Fix):
                 f"torch has no {_HOP_NAME} higher-order op: SAC never sees a compiled region as one op",
             )
         hop, _, make_region = region_layout()
-        if not replay_returns_other_region(hop, make_region):
+        if not _check_uncounted(hop, make_region):
             return ProbeResult(False, f"SAC replay already returns each {_HOP_NAME} region its own output")
         return ProbeResult(
             True,
@@ -262,5 +285,5 @@ class SacStorageKeyFix(Fix):
                 "__torch_dispatch__",
                 lambda original: make_keyed_dispatch(original, hop=hop, region_key=region_key),
             )
-        if replay_returns_other_region(hop, make_region):
+        if _check_uncounted(hop, make_region):
             raise PatchRefused(f"SAC replay still mixes {_HOP_NAME} regions with the patch in place")

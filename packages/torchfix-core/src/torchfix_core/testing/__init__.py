@@ -13,6 +13,11 @@ fresh interpreter from :func:`clean_environ` (no ``TORCHFIX_*`` variable of the 
 the JSON object it prints last; :func:`only_fix` leaves one fix alone on or off. Pytest fixtures live
 in :mod:`torchfix_core.testing.fixtures` (it imports pytest; nothing here does).
 
+Signature tests (:mod:`torchfix_core.testing._explain`): :func:`failure_text` turns a red run's
+result into the error text Python printed, :func:`assert_explained` runs ``torchfix-doctor explain``
+on it (``isolated=True``: nothing but the core importable, so no fix installed and no torch), and
+:func:`report_of` is a scenario script's view of one fix's row of ``torchfix_core.report()``.
+
 The test hooks (:mod:`torchfix_core.testing._introspect`) read the core's state without private
 names: :func:`fix_spec`, :func:`import_triggers`, :func:`live_patches`, :func:`waiting_hooks`,
 :func:`override_targets`, :func:`outside_validated_range`.
@@ -28,6 +33,7 @@ from torchfix_core.testing._contract import (
     status_with_library_version,
     status_without_library,
 )
+from torchfix_core.testing._explain import assert_explained, explain_json, failure_text, report_of
 from torchfix_core.testing._introspect import (
     fix_spec,
     import_triggers,
@@ -50,10 +56,13 @@ __all__ = [
     "CASES",
     "FixContract",
     "ScenarioFailed",
+    "assert_explained",
     "assert_inert_without",
     "assert_version_does_not_decide",
     "clean_environ",
     "describe_failure",
+    "explain_json",
+    "failure_text",
     "fix_spec",
     "fix_switch",
     "import_triggers",
@@ -61,6 +70,7 @@ __all__ = [
     "only_fix",
     "outside_validated_range",
     "override_targets",
+    "report_of",
     "run_case",
     "run_json_script",
     "run_json_script_timed",

@@ -1,0 +1,95 @@
+"""Test helpers for signatures: run ``torchfix-doctor explain`` on a red run's real error output.
+
+A fix's signature test takes the error its red reproduction raised on the real unpatched library
+(the scenario's ``error_type`` / ``error`` / ``traceback`` fields, captured by running it) and shows
+that explain names the fix with the state of the environment it runs in:
+
+* :func:`explain_json` with ``isolated=True`` runs explain where nothing but a copy of
+  ``torchfix_core`` is importable (``python -I -S``: no site-packages, so no fix is installed and
+  torch is absent): the fix must be named from the bundled catalog as ``not-installed``;
+* with the fix turned off (``env=only_fix(fix_id, False)`` or ``TORCHFIX_DISABLE``) in this
+  environment: ``disabled``, naming the variable.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = ["assert_explained", "explain_json", "failure_text", "report_of"]
+
+
+def failure_text(result: Mapping[str, Any]) -> str:
+    """The error of a scenario result as Python prints an uncaught exception: the traceback when the
+    scenario kept it, else ``<qualified type>: <message>`` (``builtins.`` dropped)."""
+    if result.get("traceback"):
+        return str(result["traceback"])
+    kind = str(result.get("error_type") or "")
+    if not kind or not result.get("error"):
+        raise AssertionError(f"the scenario result holds no error to explain: {dict(result)!r}"[:2000])
+    kind = kind[len("builtins.") :] if kind.startswith("builtins.") else kind
+    return f"Traceback (most recent call last):\n  (red run)\n{kind}: {result['error']}\n"
+
+
+def explain_json(
+    text: str, *, env: Mapping[str, str] | None = None, isolated: bool = False, timeout: float = 300
+) -> dict[str, Any]:
+    """``torchfix-doctor explain --json -`` on ``text`` in a fresh interpreter; its JSON report
+    plus ``"exit"`` (its exit status). ``isolated``: see the module docstring."""
+    import torchfix_core
+    from torchfix_core.testing._scenario import clean_environ
+
+    with tempfile.TemporaryDirectory(prefix="torchfix-explain-") as tmp:
+        if isolated:
+            shutil.copytree(Path(torchfix_core.__file__).parent, Path(tmp) / "torchfix_core")
+            code = f"import sys; sys.path.insert(0, {tmp!r}); from torchfix_core._doctor import main; raise SystemExit(main(sys.argv[1:]))"
+            command = [sys.executable, "-I", "-S", "-c", code, "explain", "--json", "-"]
+            environ = {k: v for k, v in clean_environ(env).items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        else:
+            command = [sys.executable, "-m", "torchfix_core", "explain", "--json", "-"]
+            environ = clean_environ(env)
+        proc = subprocess.run(
+            command, input=text, env=environ, capture_output=True, text=True, timeout=timeout, cwd=tmp
+        )
+    try:
+        report: dict[str, Any] = json.loads(proc.stdout)
+    except ValueError as exc:
+        raise AssertionError(
+            f"explain printed no JSON (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+        ) from exc
+    report["exit"] = proc.returncode
+    if isolated:
+        assert report["torch_installed"] in (False, None), "isolated explain could import torch"
+    return report
+
+
+def assert_explained(text: str, fix_id: str, state: str, **options: Any) -> dict[str, Any]:
+    """Run :func:`explain_json` (same options) and assert it names ``fix_id`` in ``state`` (and
+    exits 0); returns the match. A ``disabled`` match must name the variable that disabled it."""
+    report = explain_json(text, **options)
+    named = {m["id"]: m for m in report["matches"]}
+    assert fix_id in named, f"explain did not name {fix_id!r} (named {sorted(named)}) for:\n{text[-1500:]}"
+    match = named[fix_id]
+    assert match["state"] == state, f"{fix_id}: state {match['state']!r}, expected {state!r}: {match['advice']}"
+    assert report["exit"] == 0, report
+    if state == "disabled":
+        assert "TORCHFIX_" in match["advice"], match["advice"]
+    if state == "not-installed":
+        assert f"pip install {match['distribution']}" in match["advice"], match["advice"]
+    return match
+
+
+def report_of(fix_id: str) -> dict[str, Any]:
+    """In a scenario script: ``fix_id``'s row of ``torchfix_core.report()`` (``acted``, ``events``,
+    ``state``), JSON-ready; ``{"acted": 0, "state": "absent"}`` if the fix is not installed."""
+    import torchfix_core
+
+    for row in torchfix_core.report()["fixes"]:
+        if row["id"] == fix_id:
+            return {"state": row["state"], "acted": row["acted"], "events": row["events"]}
+    return {"state": "absent", "acted": 0, "events": {}}

@@ -1,0 +1,87 @@
+"""Demo section of torchfix-fsdp-offload for ``nox -s demo``: the race on a GPU, its recorded figures on a CPU.
+
+    python packages/torchfix-fsdp-offload/demo.py
+
+The bug (pytorch PR #180666) needs CUDA streams and pinned memory. With a CUDA GPU this runs
+``tests/_scenarios.py gpu`` (FSDP2, ``CPUOffloadPolicy(pin_memory=True)``, a post-accumulate-grad
+hook on every parameter, 8 x ``Linear(4096, 4096)``, 3 steps) without and with ``fsdp-offload-hook``,
+each in a fresh interpreter; without one it prints the figures recorded on an H200
+(``docs/results/gpu/fsdp-offload-hook-tests-torch-2.11.0.log``) and runs the CPU check of the
+mechanism (``tests/_scenarios.py flip``, one gloo rank: what the hooks see of ``pin_memory``), about
+10 s per line on a loaded 2-core VM. Where torch carries upstream's fix (2.13+) the fix stays
+out (``out-of-range``; its probe says ``not-needed``) and the hooks see torch's own blocking copy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from torchfix_core.testing import describe_failure, only_fix, run_json_script_timed
+
+HERE = Path(__file__).resolve().parent
+SCENARIOS = HERE / "tests" / "_scenarios.py"
+FIX = "fsdp-offload-hook"
+LOG = HERE.parent.parent / "docs" / "results" / "gpu" / "fsdp-offload-hook-tests-torch-2.11.0.log"
+
+
+def _run(scenario: str, fix: bool) -> dict[str, Any]:
+    return run_json_script_timed([SCENARIOS, scenario], env=only_fix(FIX, fix), timeout=600)
+
+
+def gpu_line(label: str, r: dict[str, Any]) -> str:
+    if not r["ok"]:
+        return f"  {label:<18} {describe_failure(r, 100)}"
+    stale = ", ".join(str(t["stale"]) for t in r["trials"])
+    return (
+        f"  {label:<18} torch {r['torch']}, fix {r['state']}: hooks that read a stale gradient per step: "
+        f"{stale} (of {r['params']}); counted {r['report']['acted']}"
+    )
+
+
+def recorded() -> None:
+    print(f"  no CUDA GPU here; recorded on an NVIDIA H200 ({LOG.name}):")
+    if not LOG.is_file():
+        print("  (log not in this checkout)")
+        return
+    lines = LOG.read_text().splitlines()
+    print(f"    {lines[0]}")
+    for line in lines:
+        if line.startswith("gpu scenario, fix "):
+            head, _, data = line.partition(": ")
+            r = json.loads(data)
+            stale = ", ".join(str(t["stale"]) for t in r["trials"])
+            diff = max(t["max_abs_diff"] for t in r["trials"])
+            print(
+                f"    {head[len('gpu scenario, ') :]:<8} stale hook gradients per step {stale} (of {r['params']}), "
+                f"max abs diff {diff:.3g}; report acted {r['report']['acted']}"
+            )
+        elif line.startswith(("PASSED ", "FAILED ")):
+            print(f"    {line.split('::')[-1]}: {line.split()[0]}")
+
+
+def cpu_line(label: str, r: dict[str, Any]) -> str:
+    if not r["ok"]:
+        return f"  {label:<18} {describe_failure(r, 100)}"
+    seen = "; ".join(f"{h['param']} {'unpinned' if not h['pin'][h['param']] else 'pinned'}" for h in r["hooks"][:2])
+    return f"  {label:<18} torch {r['torch']}, fix {r['state']}, {r['seconds']:.1f} s: inside the hooks {seen}"
+
+
+def main() -> None:
+    import torch
+
+    print("== torchfix-fsdp-offload: FSDP2 CPUOffloadPolicy(pin_memory=True) + post-accumulate-grad hooks ==")
+    if torch.cuda.is_available():
+        print("  a hook on every parameter clones the CPU gradient it is handed; compared with the final one:")
+        print(gpu_line("without the fix:", _run("gpu", False)))
+        print(gpu_line("with the fix:", _run("gpu", True)))
+        return
+    recorded()
+    print("  CPU check of the mechanism (gloo, 1 rank): the flag foreach_reduce reads while the hooks run")
+    print(cpu_line("without the fix:", _run("flip", False)))
+    print(cpu_line("with the fix:", _run("flip", True)))
+
+
+if __name__ == "__main__":
+    main()

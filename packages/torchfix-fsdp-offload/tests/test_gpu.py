@@ -1,0 +1,67 @@
+"""The real race (upstream PR pytorch/pytorch#180666) on one CUDA GPU: FSDP2 with
+``CPUOffloadPolicy(pin_memory=True)``, a post-accumulate-grad hook on every parameter.
+
+Run on a CUDA machine with torch, torchfix-core and torchfix-fsdp-offload installed:
+
+    python -m pytest packages/torchfix-fsdp-offload/tests -m gpu -v -s
+
+``_scenarios.py gpu`` (8 x ``Linear(4096, 4096)``, 3 steps) runs once with the fix disabled and
+once with it on, each in a fresh interpreter with every other torchfix fix disabled; each hook
+clones the CPU gradient it is handed and the clone is compared bytewise with the final gradient.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import torch
+from _util import assert_ok, run
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+def _gpu(fix: bool) -> dict[str, Any]:
+    r = run("gpu", "--trials", "3", fix=fix)
+    assert_ok(r)
+    print(
+        f"\ngpu scenario, fix {'on' if fix else 'off'}: "
+        + json.dumps({k: r[k] for k in ("torch", "device", "params", "trials", "trials_red", "state", "report")})
+    )
+    return r
+
+
+@pytest.fixture(scope="module")
+def red() -> dict[str, Any]:
+    return _gpu(False)
+
+
+@pytest.fixture(scope="module")
+def green() -> dict[str, Any]:
+    return _gpu(True)
+
+
+def test_offload_hook_grads_fails_without_fix(red: dict[str, Any], bug_present: bool) -> None:
+    if not bug_present:
+        pytest.skip("torch carries upstream PR #180666: no stale gradient to show")
+    # the hooks read pinned buffers the non-blocking copy had not filled yet
+    assert red["trials_red"] > 0, red["trials"]
+
+
+def test_offload_hook_grads_passes_with_fix(green: dict[str, Any]) -> None:
+    assert green["state"] in ("applied", "not-needed", "out-of-range"), green
+    assert all(t["stale"] == 0 and t["max_abs_diff"] == 0.0 for t in green["trials"]), green["trials"]
+
+
+def test_offload_hook_report_counts_with_fix(green: dict[str, Any], red: dict[str, Any], bug_present: bool) -> None:
+    assert red["report"]["state"] == "disabled" and red["report"]["acted"] == 0, red["report"]
+    if not bug_present:
+        assert green["report"]["acted"] == 0, green["report"]
+        return
+    assert green["report"]["state"] == "applied", green["report"]
+    assert green["report"]["acted"] > 0, green["report"]
+    assert green["report"]["events"]["blocking-copy-for-hooks"] == green["report"]["acted"]
