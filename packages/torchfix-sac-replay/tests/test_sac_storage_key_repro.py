@@ -113,3 +113,22 @@ def test_stays_out_of_the_way_where_torch_keys_per_region(present: bool) -> None
     if got["state"] == "not-needed":
         assert "_sac_storage_key" in got["reason"]
     assert got["patches"] == 0, got
+
+
+#: applied while another dispatch mode is active, as when a fix's trigger is first imported inside
+#: another fix's probe (autotune's replay probe holds a counting mode; seen on an H200, torch 2.11)
+UNDER_A_MODE = """
+import json, torch
+import torchfix_core
+from torchfix_core.probes import counting_mode
+with counting_mode():
+    import torch._dynamo  # the trigger, first imported under the mode
+    torchfix_core.apply(only=[{fix!r}])
+row = next(r for r in torchfix_core.status() if r.id == {fix!r})
+print(json.dumps({{"state": str(row.state), "reason": row.reason}}))
+"""
+
+
+def test_probe_is_not_confused_by_an_active_dispatch_mode(expected_state: str) -> None:
+    result = run_json_script(["-c", UNDER_A_MODE.format(fix=FIX_ID)], env={"TORCHFIX_AUTOLOAD": "0"})
+    assert result["state"] == expected_state, result

@@ -76,6 +76,7 @@ import types
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
+from torchfix_core.probes import isolated
 from torchfix_core.tallies import tally
 
 #: What the fix did in this process (``torchfix_core.report()``); declared at 0 on import.
@@ -220,11 +221,14 @@ def replay_returns_other_region(hop: object, make_region: Callable[[Callable[[An
 
 
 def _check_uncounted(hop: object, make_region: Callable[[Callable[[Any], Any]], Any]) -> bool:
-    """:func:`replay_returns_other_region`, its regions left out of :data:`ACTED` (the check's own
+    """:func:`replay_returns_other_region` with this thread's dispatch modes out of the way
+    (:func:`torchfix_core.probes.isolated`), its regions left out of :data:`ACTED` (the check's own
     dispatches through patched modes are not the fix acting on the user's program)."""
     counted = COUNTS["keyed-region-queue"]
     try:
-        return replay_returns_other_region(hop, make_region)
+        # out of the caller's modes: the fix may be applied while another fix's probe holds a mode
+        # (a trigger imported inside it), whose __torch_dispatch__ takes no higher-order op
+        return bool(isolated(lambda: replay_returns_other_region(hop, make_region)))
     finally:
         COUNTS["keyed-region-queue"] = counted
 
