@@ -144,6 +144,13 @@ REPRODUCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
             "test_budget_rng.py::test_budget_dropout_grad_passes_with_fix",
         ),
     ),
+    "fsdp-offload-hook": (
+        "torchfix-fsdp-offload",
+        (
+            "test_fsdp_offload_hook.py::test_hooks_run_during_a_non_blocking_copy_fails_without_fix",
+            "test_fsdp_offload_hook.py::test_wrapper_unpins_hooked_params_for_the_call_with_fix",
+        ),
+    ),
     "fsdp-recompute-cast": (
         "torchfix-fsdp-recompute",
         (
@@ -170,7 +177,6 @@ REPRODUCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 NO_REPRODUCTION_HERE: dict[str, str] = {
     "magi-aot-fallback": "needs MagiCompiler's source (nox -s magi / magi_torch)",
     "magi-cache-key": "needs MagiCompiler's source (nox -s magi / magi_torch)",
-    "fsdp-offload-hook": "GPU-only: the race needs CUDA streams and pinned memory (tests/test_gpu.py, marker gpu)",
 }
 
 MODE = os.environ.get("COMBINATIONS_SELECTION", "selection")
