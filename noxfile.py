@@ -6,7 +6,8 @@
     nox -s "tests_torch(2.15.0)" the same against another torch release (2.8 ... 2.15)
     nox -s tests_python          the same on Python 3.10 and 3.12 (default torch)
     nox -s "combinations(2.13.0)" every fix alone, all, every pair and every subset of a group
-                                 (shared distribution/trigger/after/patch point), as real wheels
+                                 (shared distribution/trigger/after/patch point), as real wheels;
+                                 reproductions in the full set and in pairs with a channel
     nox -s "combinations_powerset(2.13.0)" every non-empty subset of the fixes (opt-in)
     nox -s magi                  the MagiCompiler adapters on Magi's real source (default torch; ci)
     nox -s "magi_torch(2.10.0)"  the same against torch 2.10 / 2.11 / 2.12 (uv, opt-in)
@@ -210,16 +211,18 @@ def combinations(session: nox.Session, torch: str) -> None:
     """The combination suite on one torch release: every fix alone, all of them, every pair, and
     every subset of each group of fixes sharing a distribution, a trigger module, an ``after`` edge
     or a patch point (tests/combinations/selection.py), each installed as real wheels; per subset,
-    discovery, order, states and each fix's own reproduction (red without it, green with it).
-    n + n(n-1)/2 + 1 subsets plus the groups' (29 for the 7 fixes); times in docs/design.md."""
+    discovery and order; the co-existence of every subset and pair in one interpreter; each fix's
+    own reproduction (red without it, green with it) with the rest of the subset active, in the full
+    set and in every pair with a channel (docs/design.md, "Combination suite"). Results and times:
+    docs/compatibility.md, "Combinations"."""
     _combinations(session, torch, "selection")
 
 
 @nox.session(venv_backend="uv|virtualenv")
 @nox.parametrize("torch", [nox.param(v, id=v) for v in TORCH_MATRIX])
 def combinations_powerset(session: nox.Session, torch: str) -> None:
-    """Opt-in: every non-empty subset of the family's fixes (2^n - 1: 127 for 7) on one torch
-    release, with the same checks as ``combinations``; times in docs/design.md."""
+    """Opt-in: every non-empty subset of the family's fixes (2^n - 1: 262,143 for 18) on one torch
+    release, with the same checks as ``combinations`` (docs/design.md, "Combination suite")."""
     _combinations(session, torch, "powerset")
 
 

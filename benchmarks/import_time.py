@@ -33,8 +33,8 @@ t0 = time.perf_counter()
 import torchfix_core._activation
 torchfix_core._activation.torch_backends_entry()
 t1 = time.perf_counter()
-from torchfix_core import status
 new = sorted(set(sys.modules) - before)
+from torchfix_core import status
 print(json.dumps({"ms": (t1 - t0) * 1e3, "new_modules": new, "states": {r.id: r.state for r in status()}}))
 """
 

@@ -92,11 +92,29 @@ def junit_counts(path: Path) -> dict[str, int]:
     root = ET.parse(path).getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    seconds = 0.0
     for suite in suites:
         for key in total:
             total[key] += int(suite.get(key, 0))
+        seconds += float(suite.get("time", 0) or 0)
     total["passed"] = total["tests"] - total["failures"] - total["errors"] - total["skipped"]
+    total["seconds"] = round(seconds)
     return total
+
+
+def selection_summary(path: Path) -> dict[str, Any] | None:
+    """What a combination cell's ``selection.json`` says: fixes, subsets, pairs run with a
+    reproduction, channels, co-existence subsets and seconds."""
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    return {
+        "fixes": data.get("fixes"),
+        "subsets": len(data.get("subsets", [])),
+        "channels": len(data.get("channels", {})),
+        "coexistence": data.get("coexistence"),
+        "hidden": sorted(k for k, row in data.get("patch_points", {}).items() if row.get("hidden")),
+    }
 
 
 def read_cell(folder: Path) -> dict[str, Any]:
@@ -111,6 +129,7 @@ def read_cell(folder: Path) -> dict[str, Any]:
         "states": {f["id"]: {"state": f["state"], "reason": f["reason"]} for f in doctor.get("fixes", [])},
         "reports": reports,
         "notes": " ".join(notes.read_text().split()) if notes.is_file() else "",
+        **({"selection": summary} if (summary := selection_summary(folder / "selection.json")) else {}),
     }
 
 
@@ -231,13 +250,38 @@ def render(meta: dict[str, Any]) -> str:
         for reason, where in seen.items():
             lines.append(f"  - {', '.join(sorted(where))}: {reason}")
     lines += ["", "## Combinations", ""]
-    combos = load_cells("combinations")
+    lines += render_combinations(load_cells("combinations"))
+    lines += ["", "<!-- torchfix-compatibility-metadata", json.dumps(meta, indent=1, sort_keys=True), "-->", ""]
+    return "\n".join(lines)
+
+
+def render_combinations(combos: dict[str, dict[str, Any]]) -> list[str]:
+    """The combination suite's runs: a table per kind (the selection per release, the power set)."""
     legacy = combos.pop("combinations", None)  # the suite before it selected subsets (five fixes)
-    for name, cell in sorted(combos.items()):
-        kind = "every subset" if name.startswith("combinations_powerset") else "the selection"
+    current = {n: c for n, c in combos.items() if c.get("selection")}
+    older = {n: c for n, c in combos.items() if not c.get("selection")}
+    lines: list[str] = []
+    if current:
+        lines += [
+            '`nox -s "combinations(<torch>)"` (docs/design.md, "Combination suite"): per subset discovery, the '
+            "co-existence of every selected subset and every pair, and each fix's reproduction (red without, green "
+            "with) with the rest of the subset active, in the full set and in every pair with a channel.",
+            "",
+            "| release | commit | fixes | subsets | channels | passed | minutes |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, cell in sorted(current.items()):
+            summary, counts = cell["selection"], cell["reports"].get("combinations")
+            minutes = f"{counts['seconds'] / 60:.0f}" if counts and "seconds" in counts else "?"
+            lines.append(
+                f"| {cell.get('torch') or name.split('-')[-1]} | `{cell['commit']}` | {summary['fixes']} | "
+                f"{summary['subsets']} | {summary['channels']} | {describe(counts)} | {minutes} |"
+            )
+        lines.append("")
+    for name, cell in sorted(older.items()):
         lines.append(
-            f"- `{name}` ({kind}: every fix alone, all, every pair, every subset of a group sharing a "
-            f"distribution, trigger, `after` edge or patch point; tests/combinations/selection.py), torch "
+            f"- `{name}` (the suite before issue 25: subsets installed, reproductions with the rest of the subset "
+            f"installed but switched off by the reproduction's own `TORCHFIX_DISABLE=all`), torch "
             f"{cell.get('torch') or '?'}, commit `{cell['commit']}`: {describe(cell['reports'].get('combinations'))}"
         )
     if legacy is not None:
@@ -245,16 +289,9 @@ def render(meta: dict[str, Any]) -> str:
             f"- `combinations` (before the selection: every non-empty subset of the first five fixes, 31), torch "
             f"{matrix_default()}, commit `{legacy['commit']}`: {describe(legacy['reports'].get('combinations'))}"
         )
-    if not combos and legacy is None:
+    if not lines:
         lines.append("The combination suite (`nox -s combinations(<torch>)`) was not part of this run.")
-    else:
-        lines += [
-            "",
-            "Per subset: doctor lists exactly the subset's fixes as active, none failed, in the full set's order "
-            "and states, and each active fix's reproduction is red without it and green with it.",
-        ]
-    lines += ["", "<!-- torchfix-compatibility-metadata", json.dumps(meta, indent=1, sort_keys=True), "-->", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def render_te(meta: dict[str, Any], te_cells: dict[str, dict[str, Any]]) -> list[str]:

@@ -6,11 +6,11 @@
   distribution that provides it (from the fix packages' ``torchfix.fixes`` entry points), loaded by
   torchfix-core through torchfix-all's ``torchfix.family`` entry point so that ``status()`` lists a
   member that is not installed as ``not-installed``. The core itself names no fix.
-* ``packages/torchfix-core/src/torchfix_core/catalog.json``: every fix of the family with its
-  summary, distribution, validated range, upstream links and error signatures, bundled with the
-  core so that ``torchfix-doctor explain`` recognises a fix's failure where the fix is not
-  installed (the specs are loaded by importing each fix's data-only ``package`` module, which
-  imports only ``torchfix_core.spec``).
+* ``packages/torchfix-all/src/torchfix_all/catalog.json``: every fix of the family with its
+  summary, distribution, validated range, upstream links and error signatures, published through
+  torchfix-all's ``torchfix.catalog`` entry point so that ``torchfix-doctor explain`` recognises a
+  fix's failure where the fix is not installed (the specs are loaded by importing each fix's
+  data-only ``package`` module, which imports only ``torchfix_core.spec``).
 * each fix package's ``pyproject.toml``: its trigger index, entry-point group
   ``torchfix.triggers`` (``<fix id> = "<the first of the spec's triggers>"``), which lets
   torchfix-core defer loading the specs at ``import torch`` until one of those modules is imported
@@ -43,7 +43,7 @@ from family import (
 )
 
 ALL_PYPROJECT = meta_package() / "pyproject.toml"
-CATALOG = core() / "src" / "torchfix_core" / "catalog.json"
+CATALOG = meta_package() / "src" / "torchfix_all" / "catalog.json"
 FAMILY_MODULE = meta_package() / "src" / "torchfix_all" / "family.py"
 BLOCK = re.compile(r"(# BEGIN GENERATED[^\n]*\n)(.*?)(# END GENERATED)", re.S)
 

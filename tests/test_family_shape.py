@@ -193,8 +193,10 @@ def test_workflow_matrices_match_the_noxfile() -> None:
 
 
 def test_the_core_names_no_fix() -> None:
-    """torchfix-core knows no plugin: no fix id, and no fix's own variable, appears in its source
-    (what the core needs to know about a fix, the fix declares in its FixSpec)."""
+    """torchfix-core knows no plugin: no fix id, and no fix's own variable, appears in any file of its
+    source, code or data (what the core needs to know about a fix, the fix declares in its FixSpec;
+    what it knows of fixes that are not installed comes from torchfix-all's entry points,
+    ``torchfix.family`` and ``torchfix.catalog``)."""
     core_src = family.core() / "src"
     ids = set(family.family_members())
     fixture_ids = {"demo-checkpoint", "demo-dynamo", "demo-absent", "demo-broken"}
@@ -204,8 +206,9 @@ def test_the_core_names_no_fix() -> None:
     pattern = re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(w)}(?![A-Za-z0-9-])" for w in sorted(words)), re.I)
     found = [
         f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
-        for path in sorted(core_src.rglob("*.py"))
-        for number, line in enumerate(path.read_text().splitlines(), 1)
+        for path in sorted(core_src.rglob("*"))
+        if path.is_file() and path.suffix not in (".pyc",)
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if pattern.search(line)
     ]
     assert found == [], "\n".join(found)
@@ -225,7 +228,8 @@ def test_every_fix_id_has_its_page_and_the_readme_links_it() -> None:
 
 def test_every_fix_declares_signatures_and_its_page_lists_them() -> None:
     """Signatures are part of what a fix is (docs/adding-a-fix.md): every fix id of the family
-    declares at least one in its spec, every pattern compiles, the bundled catalog is current
+    declares at least one in its spec, every pattern compiles, the family's catalog (torchfix-all's
+    ``catalog.json``, read through the ``torchfix.catalog`` entry point) is current
     (``scripts/generate.py --check`` covers it too), and the fix's page has a Signatures section."""
     import importlib
 
@@ -233,7 +237,7 @@ def test_every_fix_declares_signatures_and_its_page_lists_them() -> None:
     from torchfix_core._doctor import DOCS_PAGE
 
     catalog = {entry.id: entry for entry in _explain.catalog_entries()}
-    assert set(catalog) == set(family.family_members()), "catalog.json is stale: run scripts/generate.py"
+    assert set(catalog) == set(family.family_members()), "torchfix-all's catalog.json is stale: run scripts/generate.py"
     problems = []
     for package in FIXES:
         for fix_id, value in family.fix_entry_points(package).items():

@@ -124,7 +124,10 @@ def test_minor_bump_with_all_releases_torchfix_all_with_the_new_pin(tree: Path) 
     assert '"torchfix-core>=0.2.0,<0.3",' in pins(tree)
     assert generate_check(tree) == 0
     all_log = (tree / "packages" / "torchfix-all" / "CHANGELOG.md").read_text()
-    assert f"## [Unreleased]\n\n## [0.2.0] - {DATE}\n\n### Changed\n\n- Pins torchfix-core>=0.2.0,<0.3" in all_log
+    # the new section follows an emptied [Unreleased]; it holds what was unreleased and the new pin
+    _, found, section = all_log.partition(f"## [Unreleased]\n\n## [0.2.0] - {DATE}\n\n")
+    assert found, all_log[:800]
+    assert "### Changed\n\n- Pins torchfix-core>=0.2.0,<0.3" in section.split("\n## [")[0], section[:800]
     assert "torchfix-core-v0.2.0 torchfix-all-v0.2.0" in done.stdout
 
 

@@ -6,7 +6,7 @@ mismatches in plain and nn code, a missing grad, a second backward, an in-place 
 nondeterministic eager checkpoint, a fullgraph graph break, a recompile-limit hit, a gloo
 rendezvous timeout. Each one's printed traceback is matched (the text path of ``torchfix-doctor
 explain``) and so is the live exception (the uncaught-exception note's path), against every known
-signature: the installed fixes', the bundled catalog's and the investigated bugs'. Two texts that
+signature: the installed fixes', the family catalog's and the investigated bugs'. Two texts that
 only a GPU job prints (CUDA out of memory, the NCCL watchdog timeout) are matched as their wording
 appears in torch's sources; the GPU test below produces the CUDA one for real (on a CUDA machine).
 """

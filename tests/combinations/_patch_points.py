@@ -1,25 +1,101 @@
 """Print, as one JSON line, where each installed fix patches on this torch: ``{fix id: {"state": ...,
-"reason": ..., "points": [...]}}``.
+"reason": ..., "points": [...], "touched": [...], "hidden": [...]}}``.
 
 Run in a fresh interpreter with every fix distribution importable and ``TORCHFIX_AUTOLOAD=0``
 (tests/combinations/test_combinations.py does). The trigger modules of every fix are imported
 first (those of absent libraries skipped); then each fix, **alone**, is applied through
 ``torchfix_core.apply(only=[id])``, its live patches are read (``torchfix_core.testing.live_patches``)
-and named (``selection.point_names``), and it is reverted (exact: the originals are back) before
-the next one. One at a time, because two fixes at one attribute would not both apply together
-(the patching layer refuses to wrap another fix's wrapper): the full set would hide the very
-overlap this looks for. A fix that is not applied here (not needed, out of range, library missing)
-patches nothing on this torch, and has no points.
+and named (``selection.point_names``, ``selection.touched_module``), and it is reverted (exact: the
+originals are back) before the next one. One at a time, because two fixes at one attribute would not
+both apply together (the patching layer refuses to wrap another fix's wrapper): the full set would
+hide the very overlap this looks for. A fix that is not applied here (not needed, out of range,
+library missing) patches nothing on this torch, and has no points.
+
+``hidden``: the guard of the suite's argument (docs/design.md, "Combination suite": a fix reaches
+other code only through its live patches). Around each apply, every callable in the dicts of the
+patched libraries' modules and of their classes (functions, classes, methods, static/class methods,
+properties, and each function's ``__code__``) is snapshotted; one that changed and is not a live
+patch of the fix is listed. The suite fails on any.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import types
+import warnings
 
 import torch  # noqa: F401 - what the fixes patch
 import torchfix_core
-from selection import point_names
+from selection import point_names, touched_module
 from torchfix_core.testing import import_triggers, live_patches
+
+#: the libraries whose callables the guard watches (what the fixes patch)
+WATCHED = ("torch", "transformer_engine", "magi_compiler")
+
+
+def _watched_modules() -> list[tuple[str, types.ModuleType]]:
+    return [
+        (name, module)
+        for name, module in list(sys.modules.items())
+        if isinstance(module, types.ModuleType) and name.split(".")[0] in WATCHED
+    ]
+
+
+def _callable_state(value: object) -> tuple[object, object]:
+    """What identifies a callable's behaviour here: the object, and its function's code object."""
+    target = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+    if isinstance(target, property):
+        target = target.fget
+    code = getattr(target, "__code__", None) if isinstance(target, types.FunctionType) else None
+    return (value, code)
+
+
+def _same(a: tuple[object, object], b: tuple[object, object]) -> bool:
+    return a[0] is b[0] and a[1] is b[1]
+
+
+def _is_watched_callable(value: object) -> bool:
+    return isinstance(value, (types.FunctionType, type, staticmethod, classmethod, property, types.BuiltinFunctionType))
+
+
+def snapshot() -> dict[tuple[str, str], object]:
+    """``(owner name, attribute) -> _callable_state`` of every watched module's and class's callables."""
+    with warnings.catch_warnings():  # reading a deprecated alias warns
+        warnings.simplefilter("ignore")
+        return _snapshot()
+
+
+def _snapshot() -> dict[tuple[str, str], object]:
+    found: dict[tuple[str, str], object] = {}
+    seen_classes: set[int] = set()
+    for name, module in _watched_modules():
+        for attr, value in list(vars(module).items()):
+            if not _is_watched_callable(value):
+                continue
+            found[(name, attr)] = _callable_state(value)
+            if isinstance(value, type) and id(value) not in seen_classes and value.__module__ == name:
+                seen_classes.add(id(value))
+                owner = f"{name}.{value.__qualname__}"
+                for cattr, cvalue in list(vars(value).items()):
+                    if _is_watched_callable(cvalue):
+                        found[(owner, cattr)] = _callable_state(cvalue)
+    return found
+
+
+def _reaches(value: object, function: object) -> bool:
+    """``value`` is ``function`` (or wraps it as a static/class method or a property's getter)."""
+    target = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+    if isinstance(target, property):
+        target = target.fget
+    return target is function
+
+
+def _owner_name(owner: object) -> str:
+    if isinstance(owner, types.ModuleType):
+        return owner.__name__
+    module = getattr(owner, "__module__", "")
+    return f"{module}.{getattr(owner, '__qualname__', getattr(owner, '__name__', ''))}"
 
 
 def main() -> None:
@@ -27,10 +103,28 @@ def main() -> None:
     import_triggers(ignore_missing=True)
     found: dict[str, dict[str, object]] = {}
     for fix_id in installed:
+        before = snapshot()
         torchfix_core.apply(only=[fix_id])
+        after = snapshot()
         (row,) = [r for r in torchfix_core.status() if r.id == fix_id]
-        points = sorted({n for patch in live_patches(fix_id) for n in point_names(*patch)})
-        found[fix_id] = {"state": str(row.state), "reason": str(row.reason), "points": points}
+        patches = live_patches(fix_id)
+        points = sorted({n for patch in patches for n in point_names(*patch)})
+        touched = sorted({touched_module(owner) for owner, _, _ in patches})
+        declared = {(_owner_name(owner), name) for owner, name, _ in patches if name != "__code__"}
+        swapped = [owner for owner, name, _ in patches if name == "__code__"]  # every reference sees it
+        changed = {key for key, state in after.items() if key in before and not _same(before[key], state)}
+        hidden = sorted(
+            f"{owner}.{attr}"
+            for owner, attr in changed - declared
+            if not any(_reaches(after[(owner, attr)][0], function) for function in swapped)
+        )
+        found[fix_id] = {
+            "state": str(row.state),
+            "reason": str(row.reason),
+            "points": points,
+            "touched": touched,
+            "hidden": hidden,
+        }
         torchfix_core.revert(only=[fix_id])
         leftover = live_patches(fix_id)
         assert not leftover, f"{fix_id}: patches left after revert: {leftover}"

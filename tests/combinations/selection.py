@@ -54,6 +54,9 @@ class FixFacts:
     triggers: tuple[str, ...]
     after: tuple[str, ...] = ()
     patch_points: frozenset[str] = frozenset()
+    #: the modules whose objects its live patches change on this torch (the owner's module: a
+    #: patched module itself, a patched class's ``__module__``, a swapped function's ``__module__``)
+    touched: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -102,9 +105,13 @@ def load_specs() -> dict[str, tuple[str, Any]]:
     return dict(sorted(specs.items()))
 
 
-def load_facts(patch_points: Mapping[str, Iterable[str]] | None = None) -> list[FixFacts]:
-    """Every fix of the family (by id), with the patch points found by the probe (none when omitted)."""
+def load_facts(
+    patch_points: Mapping[str, Iterable[str]] | None = None, touched: Mapping[str, Iterable[str]] | None = None
+) -> list[FixFacts]:
+    """Every fix of the family (by id), with the patch points and touched modules found by the probe
+    (none when omitted)."""
     points = patch_points or {}
+    modules = touched or {}
     return [
         FixFacts(
             id=fix_id,
@@ -112,6 +119,7 @@ def load_facts(patch_points: Mapping[str, Iterable[str]] | None = None) -> list[
             triggers=tuple(spec.triggers),
             after=tuple(spec.after),
             patch_points=frozenset(points.get(fix_id, ())),
+            touched=frozenset(modules.get(fix_id, ())),
         )
         for fix_id, (package, spec) in load_specs().items()
     ]
@@ -123,6 +131,14 @@ def _qualified(obj: object) -> str:
     qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__qualname__
     module = getattr(obj, "__module__", None)
     return f"{module}.{qualname}" if module else str(qualname)
+
+
+def touched_module(owner: object) -> str:
+    """The module whose object one live patch changes: the owner itself when it is a module, else
+    the owner's ``__module__`` (a class, or a function whose ``__code__`` is swapped)."""
+    if isinstance(owner, types.ModuleType):
+        return owner.__name__
+    return str(getattr(owner, "__module__", None) or type(owner).__module__)
 
 
 def point_names(owner: object, name: str, original: object) -> frozenset[str]:
@@ -195,6 +211,72 @@ def groups(fixes: Sequence[FixFacts]) -> list[Group]:
         common = {p for a, b in itertools.combinations(m, 2) for p in by_id[a].patch_points & by_id[b].patch_points}
         found.append(Group("patch point", ", ".join(sorted(common)), m))
     return found
+
+
+# ---------------------------------------------------------------------------------------- channels
+
+
+def channels(fixes: Sequence[FixFacts], imports: Mapping[str, Iterable[str]]) -> dict[tuple[str, str], list[str]]:
+    """``(g, f) -> the ways g's presence can change what f's reproduction sees`` (pairs with none
+    are left out). ``imports``: fix id -> every module its reproduction's interpreters imported
+    (recorded by running it). The ways (docs/design.md, "Combination suite"):
+
+    * ``distribution``: one distribution (installed together, switched one by one);
+    * ``trigger``: nested trigger modules (one import applies both);
+    * ``after``: an ``after`` edge either way (application order);
+    * ``patch point``: both patch one attribute or function;
+    * ``module``: g's live patches change a module f's reproduction imports (g's code runs there).
+
+    A fix that is not applied on this torch has no live patches: only the first three can link it.
+    """
+    found: dict[tuple[str, str], list[str]] = {}
+    for g in fixes:
+        for f in fixes:
+            if g.id == f.id:
+                continue
+            why = []
+            if g.distribution == f.distribution:
+                why.append(f"distribution {f.distribution}")
+            if any(_nested(x, y) for x in g.triggers for y in f.triggers):
+                why.append("trigger")
+            if f.id in g.after or g.id in f.after:
+                why.append("after")
+            shared = g.patch_points & f.patch_points
+            if shared:
+                why.append("patch point " + ", ".join(sorted(shared)))
+            seen = g.touched & frozenset(imports.get(f.id, ()))
+            if seen:
+                why.append("module " + ", ".join(sorted(seen)))
+            if why:
+                found[(g.id, f.id)] = why
+    return found
+
+
+def reproduce_in(
+    subset: Subset,
+    everyone: Sequence[str],
+    reproducible: Iterable[str],
+    linked: Mapping[tuple[str, str], list[str]],
+    applied: Iterable[str],
+) -> tuple[str, ...]:
+    """The fixes of ``subset`` whose reproduction (red without / green with) runs in it:
+
+    * the whole family (``everyone``): every fix that has a reproduction (``reproducible``);
+    * a pair: each fix the other can affect (:func:`channels`) and that is ``applied`` on this torch
+      (a fix that is not applied has nothing to show red/green: its nodes would pass or skip);
+    * a single fix, and a group's larger subsets: none. A fix alone is its package's own test run
+      (every other fix switched off), in every matrix cell; a group's subsets of three or more
+      check discovery, order, states and co-existence, and each 2-way channel among their members
+      is run as a pair.
+    """
+    can = set(reproducible)
+    if set(subset) == set(everyone):
+        return tuple(f for f in subset if f in can)
+    if len(subset) != 2:
+        return ()
+    active = can & set(applied)
+    a, b = subset
+    return tuple(f for f, other in ((a, b), (b, a)) if f in active and (other, f) in linked)
 
 
 # ---------------------------------------------------------------------------------------- subsets

@@ -5,7 +5,8 @@ and every subset of each group of fixes that share a distribution, a trigger mod
 edge or a patch point; groups are found from the fixes' specs and, for patch points, from a probe on
 this torch (``_patch_points.py``: each fix applied alone, its live patches read, reverted). With
 ``COMBINATIONS_SELECTION=powerset`` (``nox -s combinations_powerset-<torch>``): all 2^n - 1.
-The selection, its groups and the patch points are written to ``$COMBINATIONS_REPORT`` when set.
+The selection, its groups, the patch points, the channels and the times are written to
+``$COMBINATIONS_REPORT`` when set.
 
 The environment holds torch, torchfix-core and TransformerEngine's Python sources with the test
 stand-ins (as the ``te`` sessions do), and *no* fix package. The fix distributions are built into
@@ -13,26 +14,37 @@ wheels once, at collection (this checkout's ``packages/``); each set of distribu
 is installed with pip into its own ``--target`` directory, which the subprocesses below get on
 ``PYTHONPATH``, so discovery finds exactly those distributions through their entry points. A subset
 is of fix ids: the fixes of an installed distribution that are not in the subset are switched off
-with ``TORCHFIX_<ID>_ENABLED=0``, set by a ``sitecustomize.py`` in a directory of the subset's own
-that is also on ``PYTHONPATH``, so that it reaches every interpreter of the run, also those that a
-package's test harness starts with its own clean ``TORCHFIX_*`` environment.
+with ``TORCHFIX_<ID>_ENABLED=0``, and the subset's other fixes are switched **on** (the per-fix
+switch wins over ``TORCHFIX_DISABLE=all``, which a package's reproduction sets to leave its own fix
+alone), by a ``sitecustomize.py`` in a directory of the subset's own that is also on
+``PYTHONPATH``, so that it reaches every interpreter of the run, also those that a package's test
+harness starts with its own clean ``TORCHFIX_*`` environment. Where a reproduction starts torch with
+``TORCHFIX_AUTOLOAD=0`` and applies its own fix by API, that ``sitecustomize.py`` applies the
+subset's other fixes by API as soon as torch is imported. The fix under test is named by
+``COMBINATIONS_UNDER_TEST`` (its own switch is left to the reproduction: off in the red node, on
+in the green one).
 
-Per subset:
+What runs (docs/design.md, "Combination suite", says why this proves what the pairs would):
 
-* discovery: doctor lists exactly the installed distributions' fixes, none ``failed``, in the order
-  the full set gives them; the subset's fixes each in the state it has in the full set (what else is
-  installed changes nothing), the switched-off ones ``disabled`` by that variable;
-* each of the subset's fixes' own reproduction, unchanged from its package's tests (listed in
-  ``REPRODUCTIONS``), while the rest of the subset is active: red with that fix disabled, green
-  with it. Where the fix is applied in the full set both nodes must pass; where it is not (bug absent
-  on this torch, out of range, library missing) they must pass or skip by their own conditions.
-  Fixes whose reproduction cannot run in this environment are listed in ``NO_REPRODUCTION_HERE``
-  (checked for discovery only); every fix of the family is in exactly one of the two tables.
+* per subset, **discovery** (``_discover.py``, no torch): exactly the installed distributions'
+  fixes, none ``failed``, in the order the full set gives them, the switched-off ones
+  ``disabled`` by their variable;
+* once, the **co-existence** of every selected subset and every pair (``_coexistence.py``, one
+  interpreter): applied together, each fix reaches its state alone, holds its patches, shares no
+  attribute; a checkpointed smoke step gives the gradients of the unpatched one; revert is exact;
+* the **reproductions** (red without / green with, unchanged from each package's tests, listed in
+  ``REPRODUCTIONS``) with the rest of the subset active: in the full set every fix's; in a pair,
+  a fix's own when the other can affect it (``selection.channels``: shared distribution, nested
+  trigger, ``after`` edge, shared patch point, or a module the other patches that the reproduction
+  imports: recorded by running it) and it is applied on this torch. Where a fix is applied in the
+  full set both nodes must pass; where it is not they must pass or skip by their own conditions.
+  Fixes whose reproduction cannot run here are in ``NO_REPRODUCTION_HERE`` (discovery and
+  co-existence only); every fix of the family is in exactly one of the two tables;
+* the **guard** of that argument: no fix changes a callable of torch / TransformerEngine / Magi
+  that is not one of its live patches (``_patch_points.py``'s ``hidden``).
 
-Cost (2 shared cores, torch 2.13, ``TORCHINDUCTOR_COMPILE_THREADS=1``): docs/design.md,
-"Combination suite". Marked ``slow`` (``nox -s tests`` deselects it); it skips where fix packages
-are installed in the environment itself (a development venv), because discovery would see them in
-every subset.
+Marked ``slow`` (``nox -s tests`` deselects it); it skips where fix packages are installed in the
+environment itself (a development venv), because discovery would see them in every subset.
 """
 
 from __future__ import annotations
@@ -40,12 +52,14 @@ from __future__ import annotations
 import atexit
 import functools
 import importlib.util
+import itertools
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -238,23 +252,51 @@ def install(dists: tuple[str, ...]) -> Path:
 
 
 def switches(subset: selection.Subset, off: tuple[str, ...]) -> Path:
-    """A directory whose ``sitecustomize.py`` switches ``off`` off in every interpreter that has it on
-    ``PYTHONPATH`` (an empty directory when nothing is switched off)."""
+    """A directory whose ``sitecustomize.py`` switches ``off`` off and the subset's other fixes on
+    in every interpreter that has it on ``PYTHONPATH`` (see the module docstring), and records the
+    modules each interpreter imported where ``COMBINATIONS_MODULES`` names a directory."""
     path = workdir() / "switches" / "+".join(subset)
     path.mkdir(parents=True, exist_ok=True)
-    if off:
-        switched = "".join(f"os.environ[{selection.enabled_variable(i)!r}] = '0'\n" for i in off)
-        (path / "sitecustomize.py").write_text(SITECUSTOMIZE.format(switched=switched))
+    switched = "".join(f"os.environ[{selection.enabled_variable(i)!r}] = '0'\n" for i in off)
+    variables = {i: selection.enabled_variable(i) for i in subset}
+    (path / "sitecustomize.py").write_text(
+        SITECUSTOMIZE.format(switched=switched, members=repr(list(subset)), variables=repr(variables))
+    )
     return path
 
 
-# what switches() writes: the switches, then the sitecustomize this one shadows, if any (as
-# torchfix-run's own does)
+# what switches() writes: the switches, the subset's other fixes on (by API too where the
+# reproduction turned activation off), the module recorder, then the sitecustomize this one
+# shadows, if any (as torchfix-run's own does)
 SITECUSTOMIZE = """import importlib.util
 import os
 import sys
 
 {switched}
+_members = {members}
+_variables = {variables}
+_under_test = os.environ.get("COMBINATIONS_UNDER_TEST", "")
+_others = [m for m in _members if m != _under_test]
+for _m in _others:
+    os.environ[_variables[_m]] = "1"
+if _others and os.environ.get("TORCHFIX_AUTOLOAD", "").strip() == "0":
+    from torchfix_core import when_imported
+
+    def _apply_others(_module):
+        import torchfix_core
+
+        torchfix_core.apply(only=_others)
+
+    when_imported("torch", _apply_others)
+if os.environ.get("COMBINATIONS_MODULES"):
+    import atexit
+
+    def _record_modules():
+        name = os.path.join(os.environ["COMBINATIONS_MODULES"], f"{{os.getpid()}}.txt")
+        with open(name, "w") as handle:
+            handle.write("\\n".join(sorted(sys.modules)))
+
+    atexit.register(_record_modules)
 _here = os.path.dirname(os.path.abspath(__file__))
 for _entry in sys.path:
     _dir = os.path.abspath(_entry or os.getcwd())
@@ -267,11 +309,14 @@ for _entry in sys.path:
 """
 
 
+def everything() -> tuple[str, ...]:
+    return tuple(sorted(wheels()))
+
+
 @functools.cache
 def patch_points() -> dict[str, dict[str, Any]]:
     """``_patch_points.py`` run with every distribution installed, on this torch."""
-    target = install(tuple(sorted(wheels())))
-    env = child_env(target, TORCHFIX_AUTOLOAD="0")
+    env = child_env(install(everything()), TORCHFIX_AUTOLOAD="0")
     env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(HERE)])
     done = run([sys.executable, str(HERE / "_patch_points.py")], env)
     assert done.returncode == 0, f"patch-point probe:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
@@ -280,28 +325,14 @@ def patch_points() -> dict[str, dict[str, Any]]:
 
 @functools.cache
 def plan() -> tuple[list[selection.FixFacts], dict[selection.Subset, list[str]]]:
-    """The fixes (with this torch's patch points) and the subsets to run, reported to
-    ``$COMBINATIONS_REPORT`` when set."""
+    """The fixes (with this torch's patch points and touched modules) and the subsets to run."""
     if INSTALLED_HERE:  # the tests skip: list the selection without probing
         return FAMILY, selection.select(FAMILY)
     probed = patch_points()
-    fixes = selection.load_facts({i: row["points"] for i, row in probed.items()})
+    fixes = selection.load_facts(
+        {i: row["points"] for i, row in probed.items()}, {i: row["touched"] for i, row in probed.items()}
+    )
     chosen = selection.powerset(fixes) if MODE == "powerset" else selection.select(fixes)
-    report = os.environ.get("COMBINATIONS_REPORT")
-    if report:
-        import torch
-
-        data = {
-            "torch": str(torch.__version__),
-            "mode": MODE,
-            "fixes": len(fixes),
-            "powerset_size": 2 ** len(fixes) - 1,
-            "patch_points": probed,
-            "groups": [vars(g) for g in selection.groups(fixes)],
-            "subsets": [{"fixes": list(s), "why": why} for s, why in chosen.items()],
-        }
-        Path(report).parent.mkdir(parents=True, exist_ok=True)
-        Path(report).write_text(json.dumps(data, indent=1, default=list))
     return fixes, chosen
 
 
@@ -311,27 +342,89 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("subset", list(chosen), ids=["+".join(s) for s in chosen])
 
 
-# ---------------------------------------------------------------- checks
+def report(**parts: Any) -> None:
+    """Merge ``parts`` into ``$COMBINATIONS_REPORT`` (when set)."""
+    target = os.environ.get("COMBINATIONS_REPORT")
+    if not target:
+        return
+    path = Path(target)
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    data.update(parts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=list, sort_keys=True))
 
 
-def doctor(env: dict[str, str]) -> list[dict[str, Any]]:
-    """Doctor's rows of the family's fixes whose distribution is installed (application order)."""
-    done = run([sys.executable, "-m", "torchfix_core", "--json"], env)
-    assert done.returncode == 0, done.stderr
+# ---------------------------------------------------------------- discovery and reproductions
+
+
+def discovered(env: dict[str, str]) -> list[list[str]]:
+    """``_discover.py``'s rows (id, state, reason) in ``env``, the family's fixes only."""
+    done = run([sys.executable, str(HERE / "_discover.py")], env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
     ids = {f.id for f in FAMILY}
-    rows = [row for row in json.loads(done.stdout)["fixes"] if row["id"] in ids]
-    # doctor may also list the family's fixes whose distribution is absent, as such
-    absent = [row for row in rows if row["version"] is None]
-    assert all(row["state"] == "not-installed" for row in absent), absent
-    return [row for row in rows if row["version"] is not None]
+    return [row for row in json.loads(done.stdout.strip().splitlines()[-1]) if row[0] in ids]
 
 
-@pytest.fixture(scope="session")
-def full_set() -> list[dict[str, Any]]:
-    """Doctor rows with every distribution installed and every fix on: the reference order and states."""
-    rows = doctor(child_env(install(tuple(sorted(wheels())))))
-    assert sorted(r["id"] for r in rows) == sorted(f.id for f in FAMILY), rows
-    return rows
+@functools.cache
+def reference_order() -> tuple[str, ...]:
+    """The application order with every distribution installed (discovery's, no torch)."""
+    rows = discovered(child_env(install(everything())))
+    assert sorted(r[0] for r in rows) == sorted(f.id for f in FAMILY), rows
+    return tuple(r[0] for r in rows)
+
+
+def reproduce(fix: str, env: dict[str, str]) -> tuple[bool, str]:
+    """Run ``fix``'s red and green nodes in ``env``: (as expected for its state alone?, output)."""
+    package, nodes = REPRODUCTIONS[fix]
+    tests = PACKAGES / package / "tests"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", str(tests)]
+    done = run([*cmd, *(f"{tests}/{node}" for node in nodes)], {**env, "COMBINATIONS_UNDER_TEST": fix})
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    if patch_points()[fix]["state"] == "applied":
+        ok = done.returncode == 0 and f"{len(nodes)} passed" in summary and "skipped" not in summary
+    else:  # the bug is absent here: the nodes pass or skip by their own conditions
+        ok = done.returncode == 0 and "failed" not in summary and "error" not in summary
+    return ok, f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
+
+
+@functools.cache
+def full_set_runs() -> dict[str, dict[str, Any]]:
+    """Every fix's reproduction with every distribution installed and every other fix on (the full
+    set), each interpreter recording the modules it imported: fix -> ok, output, modules, seconds."""
+    target = install(everything())
+    results: dict[str, dict[str, Any]] = {}
+    for fix in sorted(REPRODUCTIONS):
+        modules_dir = workdir() / "modules" / fix
+        modules_dir.mkdir(parents=True, exist_ok=True)
+        env = child_env(switches(everything_ids(), ()), target, COMBINATIONS_MODULES=str(modules_dir))
+        started = time.perf_counter()
+        ok, output = reproduce(fix, env)
+        imported = set()
+        for record in modules_dir.glob("*.txt"):
+            imported |= set(record.read_text().split())
+        results[fix] = {"ok": ok, "output": output, "modules": imported, "seconds": time.perf_counter() - started}
+    return results
+
+
+def everything_ids() -> selection.Subset:
+    return tuple(sorted(f.id for f in FAMILY))
+
+
+@functools.cache
+def linked() -> dict[tuple[str, str], list[str]]:
+    """``selection.channels`` from this torch's live patches and the recorded imports."""
+    fixes, _ = plan()
+    imports = {fix: row["modules"] for fix, row in full_set_runs().items()}
+    found = selection.channels(fixes, imports)
+    report(channels={f"{g} -> {f}": why for (g, f), why in sorted(found.items())})
+    return found
+
+
+def applied_here() -> list[str]:
+    return [fix for fix, row in patch_points().items() if row["state"] == "applied"]
+
+
+# ---------------------------------------------------------------- checks
 
 
 def test_every_fix_has_a_reproduction_row_or_a_reason() -> None:
@@ -349,34 +442,91 @@ def test_every_fix_has_a_reproduction_row_or_a_reason() -> None:
         assert nodes and all((PACKAGES / package / "tests" / n.split("::")[0]).is_file() for n in nodes), (fix, nodes)
 
 
+def test_the_guard_sees_a_callable_changed_outside_the_patch_layer() -> None:
+    """``_patch_points.snapshot`` (the guard's eye) notices a replaced function, a replaced method
+    and a swapped ``__code__`` in a watched module, and nothing when nothing changed."""
+    sys.path.insert(0, str(HERE))
+    import types
+
+    import _patch_points
+
+    module = types.ModuleType("torch._torchfix_guard_probe")
+    exec("def f():\n    return 1\nclass C:\n    def m(self):\n        return 2\n", vars(module))
+    module.C.__module__ = module.__name__
+    sys.modules[module.__name__] = module
+    try:
+        before = _patch_points.snapshot()
+        again = _patch_points.snapshot()
+        assert again.keys() == before.keys() and all(_patch_points._same(before[k], again[k]) for k in before)
+        module.f.__code__ = (lambda: 3).__code__
+        module.C.m = lambda self: 4
+        after = _patch_points.snapshot()
+        changed = {
+            key for key, state in after.items() if key not in before or not _patch_points._same(before[key], state)
+        }
+        assert changed == {(module.__name__, "f"), (f"{module.__name__}.C", "m")}, changed
+    finally:
+        del sys.modules[module.__name__]
+
+
 @pytest.mark.slow
 @skip_installed_here
-def test_subset_discovery_order_and_reproductions(subset: selection.Subset, full_set: list[dict[str, Any]]) -> None:
+def test_no_fix_changes_code_outside_its_live_patches() -> None:
+    """The guard of docs/design.md's argument: a fix reaches other code only through its live
+    patches, so the channels of ``selection.channels`` are all there are."""
+    fixes, chosen = plan()
+    probed = patch_points()
+    report(
+        torch=__import__("torch").__version__,
+        mode=MODE,
+        fixes=len(fixes),
+        powerset_size=2 ** len(fixes) - 1,
+        patch_points=probed,
+        groups=[vars(g) for g in selection.groups(fixes)],
+        subsets=[{"fixes": list(s), "why": why} for s, why in chosen.items()],
+    )
+    hidden = {fix: row["hidden"] for fix, row in probed.items() if row["hidden"]}
+    assert hidden == {}, f"fixes changing callables outside their live patches: {hidden}"
+
+
+@pytest.mark.slow
+@skip_installed_here
+def test_coexistence_of_every_selected_subset_and_every_pair() -> None:
+    fixes, chosen = plan()
+    ids = [f.id for f in fixes]
+    subsets = sorted({*chosen, *itertools.combinations(sorted(ids), 2)}, key=lambda s: (len(s), s))
+    plan_file = workdir() / "coexistence.json"
+    reference = {fix: row["state"] for fix, row in patch_points().items()}
+    plan_file.write_text(json.dumps({"reference": reference, "subsets": [list(s) for s in subsets]}))
+    env = child_env(install(everything()), TORCHFIX_AUTOLOAD="0")
+    done = run([sys.executable, str(HERE / "_coexistence.py"), str(plan_file)], env, timeout=3600)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    report(coexistence={"subsets": len(subsets), "seconds": result["seconds"]})
+    problems = {"+".join(r["subset"]): r["problems"] for r in result["results"] if r["problems"]}
+    assert problems == {}, problems
+
+
+@pytest.mark.slow
+@skip_installed_here
+def test_subset_discovery_order_and_reproductions(subset: selection.Subset) -> None:
     fixes, _ = plan()
     dists, off = selection.realize(subset, fixes)
     env = child_env(switches(subset, off), install(dists))
-    rows = doctor(env)
+    rows = discovered(env)
     installed = set(subset) | set(off)
-    assert [r["id"] for r in rows] == [r["id"] for r in full_set if r["id"] in installed], rows
-    reference = {r["id"]: r["state"] for r in full_set}
-    for row in rows:
-        assert row["state"] != "failed", row
-        if row["id"] in off:
-            assert row["state"] == "disabled" and selection.enabled_variable(row["id"]) in row["reason"], row
+    assert [r[0] for r in rows] == [i for i in reference_order() if i in installed], rows
+    for fix_id, state, reason in rows:
+        assert state != "failed", (fix_id, reason)
+        if fix_id in off:
+            assert state == "disabled" and selection.enabled_variable(fix_id) in reason, (fix_id, state, reason)
         else:
-            assert row["state"] == reference[row["id"]], (row, reference)
-    for fix in subset:
-        if fix not in REPRODUCTIONS:
-            continue  # NO_REPRODUCTION_HERE
-        package, nodes = REPRODUCTIONS[fix]
-        tests = PACKAGES / package / "tests"
-        cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", str(tests)]
-        done = run([*cmd, *(f"{tests}/{node}" for node in nodes)], env)
-        summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-        if reference[fix] == "applied":
-            ok = done.returncode == 0 and f"{len(nodes)} passed" in summary and "skipped" not in summary
-        else:  # the bug is absent here: the nodes pass or skip by their own conditions
-            ok = done.returncode == 0 and "failed" not in summary and "error" not in summary
-        assert ok, (
-            f"{fix} reproduction with {subset} ({reference[fix]} in the full set):\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
-        )
+            assert state == "pending", (fix_id, state, reason)
+    runs = selection.reproduce_in(subset, everything_ids(), REPRODUCTIONS, linked(), applied_here())
+    for fix in runs:
+        if subset == everything_ids():
+            row = full_set_runs()[fix]
+            ok, output = row["ok"], row["output"]
+        else:
+            ok, output = reproduce(fix, env)
+        assert ok, f"{fix} reproduction with {subset} ({patch_points()[fix]['state']} alone):\n{output}"

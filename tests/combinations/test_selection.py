@@ -11,19 +11,31 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from selection import (  # noqa: E402 - this directory's selection.py
     FixFacts,
+    channels,
     enabled_variable,
     groups,
     load_facts,
     point_names,
     powerset,
     realize,
+    reproduce_in,
     select,
     selection_size,
+    touched_module,
 )
 
 
-def fix(i: str, dist: str | None = None, triggers: tuple[str, ...] = (), after: tuple[str, ...] = (), points=()):
-    return FixFacts(i, dist or f"torchfix-{i}", triggers or (f"mod_{i}",), tuple(after), frozenset(points))
+def fix(
+    i: str,
+    dist: str | None = None,
+    triggers: tuple[str, ...] = (),
+    after: tuple[str, ...] = (),
+    points=(),
+    touched=(),
+):
+    return FixFacts(
+        i, dist or f"torchfix-{i}", triggers or (f"mod_{i}",), tuple(after), frozenset(points), frozenset(touched)
+    )
 
 
 def unrelated(n: int) -> list[FixFacts]:
@@ -178,3 +190,50 @@ def test_the_family_loads_from_the_source_tree() -> None:
     assert grouped("trigger", "aot-fallback", "sac-replay")  # torch._dynamo.aot_compile is inside torch._dynamo
     chosen = select(fixes)
     assert all((f.id,) in chosen for f in fixes) and tuple(sorted(by_id)) in chosen
+
+
+def test_channels_name_every_way_one_fix_can_reach_another_reproduction() -> None:
+    fixes = [
+        fix("a", dist="torchfix-ab", triggers=("torch._dynamo",), touched={"torch.utils.checkpoint"}),
+        fix("b", dist="torchfix-ab", triggers=("torch._dynamo.aot_compile",)),
+        fix("c", after=("a",), points={"m.f"}),
+        fix("d", points={"m.f"}, touched={"torch.distributed.fsdp"}),
+        fix("e"),  # patches nothing, shares nothing: reaches nobody, reached by nobody
+    ]
+    imports = {
+        "a": {"torch", "torch.distributed.fsdp"},
+        "b": {"torch", "torch.utils.checkpoint"},
+        "c": {"torch", "torch.utils.checkpoint"},
+        "d": {"torch"},
+        "e": {"torch", "torch.utils.checkpoint", "torch.distributed.fsdp"},
+    }
+    found = channels(fixes, imports)
+    assert found[("a", "b")] == ["distribution torchfix-ab", "trigger", "module torch.utils.checkpoint"]
+    assert found[("b", "a")] == ["distribution torchfix-ab", "trigger"]
+    assert found[("a", "c")] == ["after", "module torch.utils.checkpoint"] and found[("c", "a")] == ["after"]
+    assert found[("c", "d")] == found[("d", "c")] == ["patch point m.f"]
+    assert found[("d", "a")] == ["module torch.distributed.fsdp"] and ("a", "d") not in found
+    # e imports what a and d patch: they can reach its reproduction; e itself reaches nobody
+    assert found[("a", "e")] == ["module torch.utils.checkpoint"] and found[("d", "e")] == [
+        "module torch.distributed.fsdp"
+    ]
+    assert not any(g == "e" for g, _ in found)
+
+
+def test_reproductions_run_in_the_full_set_and_in_pairs_with_a_channel_only() -> None:
+    everyone = ("a", "b", "c", "d")
+    linked = {("a", "b"): ["module m"], ("c", "d"): ["after"], ("d", "c"): ["after"]}
+    can, applied = ("a", "b", "c", "d"), ("a", "b", "c")
+    assert reproduce_in(everyone, everyone, can, linked, applied) == everyone
+    assert reproduce_in(("a", "b"), everyone, can, linked, applied) == ("b",)  # b can be reached by a
+    assert reproduce_in(("c", "d"), everyone, can, linked, applied) == ("c",)  # d is not applied here
+    assert reproduce_in(("a", "c"), everyone, can, linked, applied) == ()  # no channel: co-existence only
+    assert reproduce_in(("a",), everyone, can, linked, applied) == ()  # its package's own test run
+    assert reproduce_in(("a", "b", "c"), everyone, can, linked, applied) == ()  # a group's: pairs cover it
+    assert reproduce_in(everyone, everyone, ("a",), linked, applied) == ("a",)
+
+
+def test_touched_module_of_modules_classes_and_functions() -> None:
+    assert touched_module(sys.modules[__name__]) == __name__
+    assert touched_module(Owner) == __name__
+    assert touched_module(function) == __name__

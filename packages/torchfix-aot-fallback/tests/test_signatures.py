@@ -5,7 +5,7 @@ aot-fallback: one scenario script runs the three AOT failures the fix answers (a
 ``.aot_compile``, a backend result AOT cannot serialize, an artifact called with inputs its guards
 reject), each in the same fresh interpreter; the red run (the fix off) keeps each error's real
 traceback, which ``torchfix-doctor explain`` must name as aot-fallback (``not-installed`` where
-only the core exists, ``disabled`` here with the fix off). The green run (the fix alone on) must
+only the core and the family catalog exist, ``disabled`` here with the fix off). The green run (the fix alone on) must
 count three fallbacks; the red run none.
 
 magi-aot-fallback (needs ``magi_compiler``): the same for Magi's AOT mode, through the driver of
@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from _helpers import IN_RANGE, PRELUDE, write_models
 from torchfix_core.testing import (
-    assert_explained,
+    assert_explained_both_ways,
     failure_text,
     only_fix,
     run_json_script,
@@ -105,13 +105,8 @@ def test_red_run_raises_the_aot_error(red: dict[str, Any], case: str) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_red_error_is_explained_where_the_fix_is_not_installed(red: dict[str, Any], case: str) -> None:
-    assert_explained(failure_text(red[case]), FIX_ID, "not-installed", isolated=True)
-
-
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_red_error_is_explained_as_disabled(red: dict[str, Any], case: str) -> None:
-    assert_explained(failure_text(red[case]), FIX_ID, "disabled", env=only_fix(FIX_ID, False))
+def test_red_error_is_explained_not_installed_and_disabled(red: dict[str, Any], case: str) -> None:
+    assert_explained_both_ways(failure_text(red[case]), FIX_ID)
 
 
 def test_graph_break_message_alone_is_not_claimed(red: dict[str, Any]) -> None:
@@ -175,15 +170,10 @@ def _magi_case(magi_red: dict[str, dict[str, Any]], model: str) -> dict[str, Any
 
 
 @pytest.mark.parametrize("model", ["plain", "graph_break"])
-def test_magi_red_error_is_explained_where_the_fix_is_not_installed(
+def test_magi_red_error_is_explained_not_installed_and_disabled(
     magi_red: dict[str, dict[str, Any]], model: str
 ) -> None:
-    assert_explained(failure_text(_magi_case(magi_red, model)), MAGI_ID, "not-installed", isolated=True)
-
-
-@pytest.mark.parametrize("model", ["plain", "graph_break"])
-def test_magi_red_error_is_explained_as_disabled(magi_red: dict[str, dict[str, Any]], model: str) -> None:
-    assert_explained(failure_text(_magi_case(magi_red, model)), MAGI_ID, "disabled", env=only_fix(MAGI_ID, False))
+    assert_explained_both_ways(failure_text(_magi_case(magi_red, model)), MAGI_ID)
 
 
 def test_magi_green_run_counts_the_fallback(magi_red: dict[str, dict[str, Any]], tmp_path: Path) -> None:

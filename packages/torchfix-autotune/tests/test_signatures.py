@@ -4,7 +4,7 @@ The red run is the emulation without the mode filter (``plain``, the fix disable
 strict SAC replay (2.13+) torch's own ``_CachedTorchDispatchMode`` raises "aten.empty.memory_format
 encountered during backward but not found in storage" for the allocation the emulated cold
 autotuner dispatches inside the recompute; that captured output is given to ``torchfix-doctor
-explain``, which must name the fix as ``not-installed`` (nothing but the core importable) and as
+explain``, which must name the fix as ``not-installed`` (only the core and the family catalog (torchfix-all's) importable) and as
 ``disabled`` (this environment, the fix turned off). The GPU reproduction (test_gpu.py) makes the
 same assertions on the real ``CachingAutotuner``.
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from _autotune_helpers import compiled_code_runs_under_sac, run_script
-from torchfix_core.testing import assert_explained, failure_text, only_fix
+from torchfix_core.testing import assert_explained_both_ways, failure_text
 
 FIX_ID = "autotune"
 
@@ -41,8 +41,7 @@ def test_cold_autotune_red_run_is_explained(emulation_without: dict[str, Any], s
     assert red["error_type"] == "builtins.RuntimeError", red
     text = failure_text(red)
     assert "aten.empty.memory_format encountered during backward but not found in storage" in text
-    assert_explained(text, FIX_ID, "not-installed", isolated=True)
-    assert_explained(text, FIX_ID, "disabled", env=only_fix(FIX_ID, False))
+    assert_explained_both_ways(text, FIX_ID)
 
 
 def test_cold_autotune_green_run_reports_hidden_modes(emulation_with: dict[str, Any]) -> None:

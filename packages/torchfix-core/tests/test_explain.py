@@ -1,8 +1,9 @@
 """``torchfix-doctor explain``: logs of several ranks, torchelastic error files, states, bad input.
 
 The demo-checkpoint fixture declares the signatures matched here (its package.py); the isolated
-runs see nothing but a copy of torchfix_core (no fix installed, no torch), the way explain runs on
-a laptop with a copied log.
+runs see nothing but copies of torchfix_core and the family's catalog (no fix installed, no torch),
+the way explain runs on a laptop with a copied log. What is known of fixes that are not installed
+comes from ``torchfix.catalog`` entry points (torchfix-all's; a demo one here): the core names no fix.
 """
 
 from __future__ import annotations
@@ -149,12 +150,76 @@ def test_a_pattern_that_does_not_compile_is_reported_not_raised(pattern: str) ->
     )
 
 
-def test_bundled_catalog_lists_every_family_fix_with_its_page() -> None:
-    rows = _explain.catalog_entries()
-    assert rows, "catalog.json is empty"
-    for row in rows:
-        assert row.page == f"docs/fixes/{row.id}.md" and row.distribution.startswith("torchfix-")
-    assert not _explain.bad_patterns(rows)
+def _catalog_site(tmp_path: Path, body: str) -> Path:
+    """A site directory holding one distribution, ``torchfix-demo-catalog``, whose ``torchfix.catalog``
+    entry point loads ``demo_catalog:load`` (``body`` is that module's source)."""
+    site = tmp_path / "site"
+    info = site / "torchfix_demo_catalog-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torchfix-demo-catalog\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[torchfix.catalog]\ntorchfix-demo-catalog = demo_catalog:load\n")
+    (site / "demo_catalog.py").write_text(body)
+    return site
+
+
+ABSENT_ROW = (
+    "def load():\n"
+    "    return [{'id': 'demo-absent', 'distribution': 'torchfix-demo-absent', 'summary': 'A fix not installed.',\n"
+    "             'signatures': [{'exception': 'RuntimeError', 'message': 'demo-absent: lost its queue'}]}]\n"
+)
+
+
+def _with_site(site: Path) -> dict[str, str]:
+    import os
+
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))}
+
+
+def test_a_catalog_entry_point_names_a_fix_that_is_not_installed(tmp_path: Path) -> None:
+    """The core names no fix: what it knows of fixes that are not installed comes from the
+    ``torchfix.catalog`` entry points (torchfix-all's in a real install; a demo one here)."""
+    text = "Traceback (most recent call last):\nRuntimeError: demo-absent: lost its queue\n"
+    match = assert_explained(text, "demo-absent", "not-installed", env=_with_site(_catalog_site(tmp_path, ABSENT_ROW)))
+    assert match["known_from"] == "catalog" and match["page"] == "docs/fixes/demo-absent.md", match
+    assert "pip install torchfix-demo-absent" in match["advice"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "def load():\n    raise OSError('catalog.json: gone')\n",
+        "def load():\n    return {'fixes': 'no list'}\n",
+        "load = 3\n",
+    ],
+    ids=["raises", "not-a-list", "not-callable"],
+)
+def test_a_broken_catalog_is_reported_and_explain_still_answers(tmp_path: Path, body: str) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(f"Traceback (most recent call last):\n{RED}\n")
+    proc = explain_files(log, env=_with_site(_catalog_site(tmp_path, body)))
+    assert proc.returncode == 0, proc.stderr
+    assert [m["id"] for m in json.loads(proc.stdout)["matches"]] == ["demo-checkpoint"]
+    assert "catalog entry point 'demo_catalog:load' cannot be loaded" in proc.stderr, proc.stderr
+
+
+def test_without_a_catalog_explain_says_what_it_does_not_know(tmp_path: Path) -> None:
+    """Run where only the core is importable (no torchfix-all): the human output says how to get
+    the family's signatures; the JSON says ``family_catalog: false``."""
+    import shutil
+
+    import torchfix_core
+
+    shutil.copytree(Path(torchfix_core.__file__).parent, tmp_path / "torchfix_core")
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); from torchfix_core._doctor import main; raise SystemExit(main(sys.argv[1:]))"
+    for extra, check in (([], "pip install torchfix-all"), (["--json"], '"family_catalog": false')):
+        proc = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", code, "explain", *extra, "-"],
+            input=RED + "\n",
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 1 and check in proc.stdout, (proc.stdout, proc.stderr)
 
 
 def test_torchfix_own_note_in_a_log_is_not_a_second_failure(tmp_path: Path) -> None:

@@ -140,14 +140,14 @@ def test_reentrant_import_of_torch_from_inside_activation_neither_recurses_nor_h
     before, env, source = REENTRANT_PATHS[path]
     proc = run_py(
         "import json, sys, torchfix_core\n"
-        "import torchfix_core; from torchfix_core import _registry\n"
+        "import torchfix_core; from torchfix_core import _activation\n"
         "from torchfix_core.patching import is_torchfix_wrapper\n"
         "calls = []\n"
-        "original = _registry.activate\n"
+        "original = _activation.activate_safely\n"
         "def counting(source):\n"
-        "    calls.append(source)\n"
+        "    calls.append(str(source))\n"
         "    original(source)\n"
-        "_registry.activate = counting\n" + before + "import torch\n"
+        "_activation.activate_safely = counting\n" + before + "import torch\n"
         "import torch.utils.file_baton\n"
         "import torch.utils.throughput_benchmark as tb\n"
         "original_format_time = tb.format_time.__wrapped__\n"

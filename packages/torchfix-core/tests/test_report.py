@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from torchfix_core.tallies import Tally, tally
 from torchfix_core.testing import clean_environ
 
@@ -101,3 +102,15 @@ def test_tally_details_are_bounded_and_never_raise() -> None:
     t.clear()
     assert t.acted == 0 and t.as_dict()["details"] == {}
     assert tally("same-id") is tally("same-id", "late-event") and "late-event" in tally("same-id").counts
+
+
+def test_counts_expression_reaches_the_counts_from_foreign_globals() -> None:
+    """What a fix writes into a patched module's source: it evaluates in globals that know nothing
+    of torchfix (empty here, with the builtins) and names only valid identifiers."""
+    from torchfix_core import tallies
+
+    expression = tallies.counts_expression("torchfix_core.tallies", "MAX_DETAILS")
+    assert eval(expression, {}) == tallies.MAX_DETAILS  # noqa: S307 - the expression under test
+    for module, attribute in (("torchfix_core; import os", "COUNTS"), ("torchfix_core", "COUNTS[0]")):
+        with pytest.raises(ValueError, match="not a module / attribute name"):
+            tallies.counts_expression(module, attribute)

@@ -6,7 +6,7 @@ The red runs are the packages' own reproductions (``te_scenarios.py``, TE PR #32
 code (the CPU environment of ``te_standins/make_env.py``: only TE's compiled extension and the
 CUDA queries are stand-ins, the failing stash lookup is TE's own). Each result keeps the error's
 real traceback, which ``torchfix-doctor explain`` must name as the fix: ``not-installed`` where
-only the core exists, ``disabled`` here with the fix off. The green runs must count the fix's
+only the core and the family catalog exist, ``disabled`` here with the fix off. The green runs must count the fix's
 events; the red runs (fix disabled) and a TE with the upstream fix (fix not-needed) count nothing.
 
 fp8-recompute-pairing's "does not require grad" failure (``nograd-forward-context``) has no
@@ -29,7 +29,7 @@ from _fp8_helpers import (
     te_has_pairing_fix,
     te_has_upstream_fix,
 )
-from torchfix_core.testing import assert_explained, failure_text, only_fix
+from torchfix_core.testing import assert_explained_both_ways, failure_text
 from torchfix_core.testing.fixtures import with_and_without_fix
 
 pytestmark = requires_te
@@ -84,12 +84,8 @@ def _pairing_case(pairing_red: dict[str, Any], case: str) -> dict[str, Any]:
 # -- fp8-recompute -------------------------------------------------------------------------------------
 
 
-def test_recompute_red_error_is_explained_where_the_fix_is_not_installed(recompute_red: dict[str, Any]) -> None:
-    assert_explained(failure_text(recompute_red), FIX_ID, "not-installed", isolated=True)
-
-
-def test_recompute_red_error_is_explained_as_disabled(recompute_red: dict[str, Any]) -> None:
-    assert_explained(failure_text(recompute_red), FIX_ID, "disabled", env=only_fix(FIX_ID, False))
+def test_recompute_red_error_is_explained_not_installed_and_disabled(recompute_red: dict[str, Any]) -> None:
+    assert_explained_both_ways(failure_text(recompute_red), FIX_ID)
 
 
 def test_recompute_green_run_counts_kept_state(with_fix: dict[str, Any]) -> None:
@@ -111,14 +107,8 @@ def test_recompute_disabled_run_counts_nothing(without_fix: dict[str, Any]) -> N
 
 
 @pytest.mark.parametrize("case", sorted(PAIRING_CASES))
-def test_pairing_red_error_is_explained_where_the_fix_is_not_installed(pairing_red: dict[str, Any], case: str) -> None:
-    assert_explained(failure_text(_pairing_case(pairing_red, case)), PAIRING_ID, "not-installed", isolated=True)
-
-
-@pytest.mark.parametrize("case", sorted(PAIRING_CASES))
-def test_pairing_red_error_is_explained_as_disabled(pairing_red: dict[str, Any], case: str) -> None:
-    text = failure_text(_pairing_case(pairing_red, case))
-    assert_explained(text, PAIRING_ID, "disabled", env=only_fix(PAIRING_ID, False))
+def test_pairing_red_error_is_explained_not_installed_and_disabled(pairing_red: dict[str, Any], case: str) -> None:
+    assert_explained_both_ways(failure_text(_pairing_case(pairing_red, case)), PAIRING_ID)
 
 
 def test_pairing_green_run_counts_each_kind_of_action(request: pytest.FixtureRequest) -> None:

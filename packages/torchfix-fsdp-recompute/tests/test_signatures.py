@@ -3,7 +3,7 @@
 Each fix's red reproduction (``_scenarios.py cast`` / ``unshard``, one spawned gloo rank, the fix
 disabled, on the real unpatched torch) raises its error; that error, as the scenario captured it, is
 fed to ``torchfix-doctor explain`` with its traceback, which must name the fix as ``not-installed``
-where nothing but the core is importable and as ``disabled`` with the fix turned off; the same message
+where only the core and the family catalog are importable and as ``disabled`` with the fix turned off; the same message
 without the checkpoint recompute frames (an ordinary mismatch) is not claimed. The disabled run
 counts nothing.
 The same scenario with the fix on counts the recompute casts / unshards where the bug exists
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from _util import CAST, DTYPE_ERROR, MIXED_ERROR, UNSHARD, alone, assert_fails, run, upstream_fixed
-from torchfix_core.testing import assert_explained, explain_json, failure_text
+from torchfix_core.testing import assert_explained_both_ways, explain_json, failure_text
 
 UPSTREAM = upstream_fixed()  # this torch's own code, torchfix off
 SCENARIO = {CAST: "cast", UNSHARD: "unshard"}
@@ -58,17 +58,11 @@ def green() -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("fix_id", FIXES)
-def test_red_run_is_explained_when_not_installed(red: dict[str, dict[str, Any]], fix_id: str) -> None:
+def test_red_run_is_explained_not_installed_and_disabled(red: dict[str, dict[str, Any]], fix_id: str) -> None:
     _needs_bug(fix_id)
     text = failure_text(red[fix_id])
     print(text)  # the real red output (pytest -s shows it)
-    assert_explained(text, fix_id, "not-installed", isolated=True)
-
-
-@pytest.mark.parametrize("fix_id", FIXES)
-def test_red_run_is_explained_when_disabled(red: dict[str, dict[str, Any]], fix_id: str) -> None:
-    _needs_bug(fix_id)
-    match = assert_explained(failure_text(red[fix_id]), fix_id, "disabled", env=alone(fix_id, False))
+    match = assert_explained_both_ways(text, fix_id, off=alone(fix_id, False))
     assert "recompute" in match["signature"]["when"], match
 
 

@@ -6,7 +6,7 @@ off (the red run, ``only_fix(fix_id, False)``: torch unpatched, the fix ``disabl
 
 * the red runs that raise (``placement-cache``, ``magi-cache-key``: Inductor's size assert when
   an artifact compiled for another layout is loaded) give their captured traceback to
-  ``torchfix-doctor explain``, which must name the fix as ``not-installed`` where only the core is
+  ``torchfix-doctor explain``, which must name the fix as ``not-installed`` where only the core and the family catalog are
   importable and as ``disabled`` with the fix switched off here;
 * the silent ones (``aot-bypass-key``, ``aot-autocast-key``, ``aot-hop-body-key``: a stale or
   foreign artifact, no error) prove themselves through the report: the green run counted its
@@ -22,7 +22,12 @@ import importlib.util
 from typing import Any
 
 import pytest
-from torchfix_core.testing import assert_explained, failure_text, only_fix, outside_validated_range
+from torchfix_core.testing import (
+    assert_explained_both_ways,
+    failure_text,
+    only_fix,
+    outside_validated_range,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -67,12 +72,8 @@ def _placement_failure(runs: dict[str, list[dict[str, Any]]]) -> str:
     return failure_text(rank1)
 
 
-def test_placement_cache_failure_is_explained_when_not_installed(placement_runs: dict[str, Any]) -> None:
-    assert_explained(_placement_failure(placement_runs), PLACEMENT, "not-installed", isolated=True)
-
-
-def test_placement_cache_failure_is_explained_when_disabled(placement_runs: dict[str, Any]) -> None:
-    assert_explained(_placement_failure(placement_runs), PLACEMENT, "disabled", env=only_fix(PLACEMENT, False))
+def test_placement_cache_failure_is_explained_not_installed_and_disabled(placement_runs: dict[str, Any]) -> None:
+    assert_explained_both_ways(_placement_failure(placement_runs), PLACEMENT)
 
 
 def test_placement_cache_report_counts_changed_keys(placement_runs: dict[str, Any]) -> None:
@@ -119,13 +120,8 @@ def _magi_failure(runs: dict[str, Any]) -> str:
 
 
 @needs_magi
-def test_magi_cache_key_failure_is_explained_when_not_installed(magi_runs: dict[str, Any]) -> None:
-    assert_explained(_magi_failure(magi_runs), MAGI, "not-installed", isolated=True)
-
-
-@needs_magi
-def test_magi_cache_key_failure_is_explained_when_disabled(magi_runs: dict[str, Any]) -> None:
-    assert_explained(_magi_failure(magi_runs), MAGI, "disabled", env=only_fix(MAGI, False))
+def test_magi_cache_key_failure_is_explained_not_installed_and_disabled(magi_runs: dict[str, Any]) -> None:
+    assert_explained_both_ways(_magi_failure(magi_runs), MAGI)
 
 
 @needs_magi

@@ -2,8 +2,8 @@
 
 recompute-cache: the error of its red reproduction (``_scenarios.py two_checkpointed_blocks``,
 pytorch#166926's shape, fix disabled, on the real unpatched torch) is fed with its traceback to
-``torchfix-doctor explain``, which must name the fix as ``not-installed`` where nothing but the core
-is importable and as ``disabled`` with the fix turned off; the same message without the compiled
+``torchfix-doctor explain``, which must name the fix as ``not-installed`` where only the core and the family catalog
+are importable and as ``disabled`` with the fix turned off; the same message without the compiled
 code's backward frames (as an eager checkpoint whose recompute saves other tensors prints it) is not
 claimed. Its green run counts ``lru-turned-off`` once; a disabled run and a process that never
 checkpoints count nothing.
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from torchfix_core.testing import (
-    assert_explained,
+    assert_explained_both_ways,
     explain_json,
     failure_text,
     fix_spec,
@@ -76,12 +76,8 @@ def recompute_green() -> dict[str, Any]:
     return r
 
 
-def test_recompute_cache_red_run_is_explained_when_not_installed(recompute_red: dict[str, Any]) -> None:
-    assert_explained(failure_text(recompute_red), RECOMPUTE, "not-installed", isolated=True)
-
-
-def test_recompute_cache_red_run_is_explained_when_disabled(recompute_red: dict[str, Any]) -> None:
-    match = assert_explained(failure_text(recompute_red), RECOMPUTE, "disabled", env=only_fix(RECOMPUTE, False))
+def test_recompute_cache_red_run_is_explained_not_installed_and_disabled(recompute_red: dict[str, Any]) -> None:
+    match = assert_explained_both_ways(failure_text(recompute_red), RECOMPUTE)
     assert "torch.compile" in match["signature"]["when"], match
 
 

@@ -3,7 +3,7 @@
 For each fix, the red run of its own reproduction (fix off, real unpatched torch) is taken once per
 module and its captured error output is given to ``torchfix-doctor explain``: with nothing but the
 core importable (no fix installed, no torch) explain names the fix as ``not-installed`` from the
-bundled catalog; in this environment with the fix turned off, as ``disabled``. The green run (fix
+family catalog; in this environment with the fix turned off, as ``disabled``. The green run (fix
 on) shows the fix acted (``torchfix_core.report()``: ``acted > 0``, the event that says how); a run
 with the fix off, or where its probe says ``not-needed``, shows ``acted == 0``.
 
@@ -26,7 +26,7 @@ import torch._higher_order_ops.wrap
 from conftest import scenario
 from storage_key_scenarios import bug_present as storage_key_bug_present
 from storage_key_scenarios import run as run_storage_key
-from torchfix_core.testing import assert_explained, failure_text, only_fix
+from torchfix_core.testing import assert_explained_both_ways, failure_text
 
 BACKWARD_CONTEXT = "backward-context"
 STORAGE_KEY = "sac-storage-key"
@@ -40,12 +40,6 @@ def _red(result: dict[str, Any], present: bool, fix_id: str) -> dict[str, Any]:
     assert not result["ok"], f"{fix_id}: the red run did not fail: {result}"
     assert result["report"]["acted"] == 0, result["report"]
     return result
-
-
-def _explained_both_ways(red: dict[str, Any], fix_id: str) -> None:
-    text = failure_text(red)
-    assert_explained(text, fix_id, "not-installed", isolated=True)
-    assert_explained(text, fix_id, "disabled", env=only_fix(fix_id, False))
 
 
 # -- sac-replay ------------------------------------------------------------------------------------
@@ -62,7 +56,7 @@ def guard_miss_with() -> dict[str, Any]:
 def test_sac_replay_red_run_is_explained(guard_miss_without: dict[str, Any], bug_present: bool) -> None:
     red = _red(guard_miss_without, bug_present, SAC_REPLAY)
     assert "not found in storage" in red["error"], red["error"]
-    _explained_both_ways(red, SAC_REPLAY)
+    assert_explained_both_ways(failure_text(red), SAC_REPLAY)
 
 
 def test_sac_replay_green_run_reports_recomputes(guard_miss_with: dict[str, Any], bug_present: bool) -> None:
@@ -106,7 +100,7 @@ def upstream_with() -> dict[str, Any]:
 def test_sac_storage_key_red_run_is_explained(upstream_without: dict[str, Any], storage_key_present: bool) -> None:
     red = _red(upstream_without, storage_key_present, STORAGE_KEY)
     assert "recompute_fn" in red["traceback"], "the failure should be raised inside the recompute"
-    _explained_both_ways(red, STORAGE_KEY)
+    assert_explained_both_ways(failure_text(red), STORAGE_KEY)
 
 
 @needs_hop
@@ -177,7 +171,7 @@ def context_bug_present() -> bool:
 def test_backward_context_red_run_is_explained(concurrent_without: dict[str, Any], context_bug_present: bool) -> None:
     red = _red(concurrent_without, context_bug_present, BACKWARD_CONTEXT)
     assert "is already entered" in red["error"], red["error"]
-    _explained_both_ways(red, BACKWARD_CONTEXT)
+    assert_explained_both_ways(failure_text(red), BACKWARD_CONTEXT)
 
 
 @needs_python_backend

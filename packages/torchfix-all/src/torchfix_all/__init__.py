@@ -1,4 +1,5 @@
-"""torchfix-all: installs torchfix-core and every torchfix fix. It holds no code of its own."""
+"""torchfix-all: installs torchfix-core and every torchfix fix, and carries the family's data: its
+member list (:mod:`torchfix_all.family`) and its catalog of signatures (:mod:`torchfix_all.catalog`)."""
 
 from torchfix_all.version import __version__
 

@@ -10,53 +10,90 @@ environment, load data-only fix specs, register post-import hooks. It never impo
 
 This module owns the activation record: :func:`record` is the only writer, :func:`current` the
 reader (the registry, doctor and tests call them; nothing else stores it). Its source is an
-:class:`~torchfix_core._states.ActivationSource` (re-exported here).
+:class:`~torchfix_core._states.ActivationSource` (re-exported here, resolved on first use), kept
+as the member's string value so that the record costs no enum at ``import torch``.
+
+It also arms a **deferred activation** (:func:`activate_safely`, docs/design.md "Activation"):
+when every installed fix publishes its first trigger module in the trigger index, none of those
+modules is imported yet and no ``TORCHFIX_*`` variable needs judging, activation scans the entry
+points, registers one post-import hook on those modules and returns, importing only ``_env``,
+``_discovery`` and ``_import_hooks``; the registry (and the state types) are imported when the
+hook fires or a caller asks for the fixes (:func:`take_deferral`). :data:`PATCH_LOCK` is defined
+here, in the one module every activation loads.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
-
-from torchfix_core._states import ActivationSource
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
+    from torchfix_core._states import ActivationSource
     from torchfix_core._status import Activation
 
 log = logging.getLogger("torchfix")
 
 __all__ = [
+    "PATCH_LOCK",
     "ActivationSource",
     "activate_safely",
     "current",
+    "deferral",
     "install_exit_hooks",
     "record",
     "source",
+    "take_deferral",
     "torch_backends_entry",
 ]
 
-#: the sentence shown for each source that activates
-DETAILS = {
-    ActivationSource.TORCH_BACKENDS: "entry point in torch.backends, run at the end of import torch",
-    ActivationSource.AUTO: "import torchfix_core.auto",
-    ActivationSource.LAUNCHER: "the torchfix-run launcher",
-    ActivationSource.API: "torchfix_core.activate()",
-}
+#: Held while any torchfix patch or revert runs, and by the registry around state changes
+#: (re-entrant). Public as :data:`torchfix_core.patching.PATCH_LOCK`.
+PATCH_LOCK = threading.RLock()
 
-# the record, written only by record(): its source and the sentence saying what happened
-_source = ActivationSource.NONE
+#: the sentence shown for each source that activates (keys: ``ActivationSource`` values)
+DETAILS = {
+    "torch.backends": "entry point in torch.backends, run at the end of import torch",
+    "torchfix_core.auto": "import torchfix_core.auto",
+    "torchfix-run": "the torchfix-run launcher",
+    "api": "torchfix_core.activate()",
+}
+#: the sources that did not activate (``ActivationSource.NONE`` / ``OFF``): activation may still run
+NOT_ACTIVATED = ("none", "off")
+
+# the record, written only by record(): its source (an ActivationSource value) and the sentence
+_source = "none"
 _detail = "not activated in this process"
 
 
-def record(source: ActivationSource, detail: str | None = None) -> None:
-    """Set the activation record (the only writer)."""
+def __getattr__(name: str) -> Any:
+    if name == "ActivationSource":  # re-exported, resolved on first use (not at import torch)
+        from torchfix_core._states import ActivationSource
+
+        return ActivationSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def record(source: ActivationSource | str, detail: str | None = None) -> None:
+    """Set the activation record (the only writer). ``source`` is an ``ActivationSource`` or its value."""
     global _source, _detail
-    _source, _detail = source, DETAILS.get(source, source.value) if detail is None else detail
+    value = str(source)  # a StrEnum member prints as its value
+    _source, _detail = value, DETAILS.get(value, value) if detail is None else detail
 
 
 def source() -> ActivationSource:
-    """How activation happened (what the registry's re-entry guard reads)."""
-    return _source
+    """How activation happened."""
+    from torchfix_core._states import ActivationSource
+
+    return ActivationSource(_source)
+
+
+def activated() -> bool:
+    """Whether an activation ran or is armed in this process (the re-entry guard; no enum)."""
+    return _source not in NOT_ACTIVATED
 
 
 def current() -> Activation:
@@ -64,7 +101,82 @@ def current() -> Activation:
     (built on request: readers are doctor, status users and tests, never ``import torch``)."""
     from torchfix_core._status import Activation
 
-    return Activation(_source, _detail)
+    return Activation(source(), _detail)
+
+
+class Deferral:
+    """An armed deferred activation: the fixes' entry points as scanned (``scanned``), the trigger
+    index (fix id -> first trigger module) and the post-import callback registered on its modules."""
+
+    __slots__ = ("scanned", "index", "wake")
+
+    def __init__(self, scanned: list[object], index: dict[str, str], wake: Callable[[ModuleType], None]) -> None:
+        self.scanned = scanned
+        self.index = index
+        self.wake = wake
+
+
+_deferral: Deferral | None = None
+
+
+def deferral() -> Deferral | None:
+    """The armed deferred activation, if any (read by the registry and tests)."""
+    return _deferral
+
+
+def take_deferral() -> Deferral | None:
+    """Disarm the deferred activation (its wake hook cancelled) and return it: the registry calls
+    this when it discovers the fixes, then schedules them as an immediate activation would."""
+    global _deferral
+    with PATCH_LOCK:
+        taken, _deferral = _deferral, None
+        if taken is not None:
+            from torchfix_core import _import_hooks
+
+            _import_hooks.cancel(taken.wake)
+        return taken
+
+
+def _arm_deferral(source: str) -> bool:
+    """Arm a deferred activation (module docstring); False when the specs must load now: a
+    ``TORCHFIX_*`` variable needs judging, a fix publishes no first trigger, one of the trigger
+    modules is imported already, or the registry has discovered the fixes already."""
+    global _deferral
+    from torchfix_core import _discovery, _env, _import_hooks
+
+    registry = sys.modules.get("torchfix_core._registry")
+    if registry is not None and registry.discovered():
+        return False
+    if not _env.quiet():
+        return False
+    scanned = _discovery.scan_groups((_discovery.GROUP, _discovery.TRIGGERS_GROUP))
+    fixes = scanned[_discovery.GROUP]
+    wake = _discovery.wake_modules(fixes, scanned[_discovery.TRIGGERS_GROUP])
+    if not fixes or wake is None or any(name in sys.modules for name in wake):
+        return False
+    index = {str(ep.name): str(ep.value).strip() for ep in scanned[_discovery.TRIGGERS_GROUP]}  # type: ignore[attr-defined]
+    record(source)
+    install_exit_hooks()
+    _deferral = Deferral(fixes, index, _wake)
+    for name in wake:
+        _import_hooks.when_imported(name, _wake, _on_wake_error)
+    return True
+
+
+def _wake(_module: ModuleType) -> None:
+    """Post-import hook of a deferred activation: load the specs and schedule every fix."""
+    from torchfix_core import _registry
+
+    _registry.entries()
+
+
+def _on_wake_error(exc: BaseException) -> None:
+    from torchfix_core._registry import TorchfixError
+
+    if isinstance(exc, TorchfixError):
+        raise exc
+    record("failed", f"deferred activation raised {type(exc).__name__}: {exc}")
+    log.warning("torchfix: activation failed: %s: %s", type(exc).__name__, exc)
 
 
 def _note(exc: BaseException | None) -> None:
@@ -135,16 +247,22 @@ def _register_report() -> None:
     _report_registered = True
 
 
-def activate_safely(source: ActivationSource) -> None:
-    """Activate; log and record instead of raising (strict mode re-raises ``TorchfixError``)."""
-    from torchfix_core import _registry
-
+def activate_safely(source: ActivationSource | str) -> None:
+    """Activate (deferred when it can be: :func:`_arm_deferral`, else through the registry); a
+    no-op once activated. Logs and records instead of raising (strict mode re-raises
+    ``TorchfixError``)."""
     try:
+        with PATCH_LOCK:
+            if activated() or _arm_deferral(str(source)):
+                return
+        from torchfix_core import _registry
+
         _registry.activate(source)
-    except _registry.TorchfixError:
-        raise
     except Exception as exc:  # noqa: BLE001 - import torch must keep working
-        record(ActivationSource.FAILED, f"activation raised {type(exc).__name__}: {exc}")
+        registry = sys.modules.get("torchfix_core._registry")  # strict mode's error comes from there only
+        if registry is not None and isinstance(exc, registry.TorchfixError):
+            raise
+        record("failed", f"activation raised {type(exc).__name__}: {exc}")
         log.warning("torchfix: activation failed: %s: %s", type(exc).__name__, exc)
 
 
@@ -159,6 +277,6 @@ def torch_backends_entry() -> None:
     from torchfix_core._env import autoload
 
     if not autoload():
-        record(ActivationSource.OFF, "TORCHFIX_AUTOLOAD=0")
+        record("off", "TORCHFIX_AUTOLOAD=0")
         return
-    activate_safely(ActivationSource.TORCH_BACKENDS)
+    activate_safely("torch.backends")

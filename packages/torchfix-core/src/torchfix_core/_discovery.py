@@ -28,6 +28,11 @@ TRIGGERS_GROUP = "torchfix.triggers"
 #: installed as ``not-installed``, and a fix may name a member in ``after`` without it being
 #: installed. The core itself knows no fix.
 FAMILY_GROUP = "torchfix.family"
+#: Entry points of this group load a callable returning the family's catalog: one mapping per fix
+#: (``id``, ``distribution``, ``summary``, ``targets``, ``upstream``, ``page``, ``signatures``), so that
+#: ``torchfix-doctor explain`` recognises the failure of a fix that is not installed (torchfix-all
+#: registers its generated catalog). Read only by explain, never at ``import torch``.
+CATALOG_GROUP = "torchfix.catalog"
 
 
 class Discovered:
@@ -325,3 +330,21 @@ def family() -> dict[str, str]:
             value = getattr(ep, "value", "?")
             warn_once(f"torchfix: family entry point {value!r} cannot be loaded: {type(exc).__name__}: {exc}")
     return members
+
+
+def catalog() -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of every installed ``torchfix.catalog`` entry point, in the order the entry points
+    are found, and one problem line per entry point that cannot be loaded or returns something other
+    than a list of mappings (that entry point contributes nothing; this never raises)."""
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for ep in scan_entry_points(CATALOG_GROUP):
+        value = getattr(ep, "value", "?")
+        try:
+            loaded = ep.load()()  # type: ignore[attr-defined]
+            if not isinstance(loaded, list) or not all(isinstance(row, dict) for row in loaded):
+                raise TypeError(f"returned {type(loaded).__name__}, not a list of mappings")
+            rows.extend(loaded)
+        except Exception as exc:  # noqa: BLE001 - explain must answer; the problem is shown
+            problems.append(f"catalog entry point {value!r} cannot be loaded: {type(exc).__name__}: {exc}")
+    return rows, problems

@@ -3,9 +3,10 @@
 What is matched (docs/diagnosis.md):
 
 * every fix's :class:`~torchfix_core.spec.Signature` records: from the spec of an installed fix
-  (discovery loads only its data-only ``package`` module), else from the catalog bundled with the
-  core (``catalog.json``, generated from the family's specs by ``scripts/generate.py``), so that a
-  fix that is not installed here is still recognised and its pip command shown;
+  (discovery loads only its data-only ``package`` module), else from a family's catalog (entry-point
+  group ``torchfix.catalog``: torchfix-all publishes the family's, generated from the fixes' specs),
+  so that a fix that is not installed here is still recognised and its pip command shown. The core
+  itself names no fix: without a catalog, explain knows the installed fixes and the bugs below;
 * the investigated bugs that have no fix (:mod:`torchfix_core._known_bugs`), with their workaround.
 
 A signature matches a failure when the failure's exception class (the last dotted part of the
@@ -40,7 +41,6 @@ __all__ = [
     "read_source",
 ]
 
-CATALOG = Path(__file__).with_name("catalog.json")
 #: every fix of the family has its page at this path of the torchfix repository (a test checks it)
 DOCS_PAGE = "docs/fixes/{id}.md"
 DIAGNOSIS_PAGE = "docs/diagnosis.md"
@@ -122,29 +122,39 @@ def _spec_entry(spec: Any) -> KnownEntry:
     )
 
 
-def catalog_entries(path: Path = CATALOG) -> list[KnownEntry]:
-    """The family's fixes as bundled with this core (empty, with a warning on stderr, if unreadable)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        rows = data["fixes"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        print(
-            f"{HEADER} the bundled catalog {path.name} is unreadable ({exc}): only installed fixes are known",
-            file=sys.stderr,
-        )
-        return []
-    return [
-        KnownEntry(
-            id=row["id"],
-            summary=row["summary"],
-            upstream=tuple(row.get("upstream", ())),
-            signatures=tuple(row.get("signatures", ())),
-            distribution=row["distribution"],
-            targets=dict(row.get("targets", {})),
-            page=row.get("page", DOCS_PAGE.format(id=row["id"])),
-        )
-        for row in rows
-    ]
+def catalog_entries() -> list[KnownEntry]:
+    """The fixes of every installed family catalog (``torchfix.catalog``; torchfix-all's). A catalog
+    that cannot be read, or a row without its ``id`` / ``summary`` / ``distribution``, is reported on
+    stderr and skipped; the rest is used."""
+    from torchfix_core._discovery import catalog
+
+    rows, problems = catalog()
+    entries: list[KnownEntry] = []
+    for row in rows:
+        try:
+            entries.append(
+                KnownEntry(
+                    id=str(row["id"]),
+                    summary=str(row["summary"]),
+                    upstream=tuple(row.get("upstream", ())),
+                    signatures=tuple(row.get("signatures", ())),
+                    distribution=str(row["distribution"]),
+                    targets=dict(row.get("targets", {})),
+                    page=str(row.get("page") or DOCS_PAGE.format(id=row["id"])),
+                )
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            problems.append(f"catalog row {str(row)[:120]!r} is malformed ({type(exc).__name__}: {exc})")
+    for problem in problems:
+        print(f"{HEADER} {problem}: skipped", file=sys.stderr)
+    return entries
+
+
+def has_catalog() -> bool:
+    """Whether a family catalog is installed (explain says so when none is)."""
+    from torchfix_core._discovery import CATALOG_GROUP, scan_entry_points
+
+    return bool(scan_entry_points(CATALOG_GROUP))
 
 
 def installed_specs() -> dict[str, Any]:
@@ -155,8 +165,8 @@ def installed_specs() -> dict[str, Any]:
 
 
 def known_entries(include_installed: bool = True) -> list[KnownEntry]:
-    """Every known bug: installed specs first (they win over the bundled catalog), then the
-    catalog's other fixes, then the investigated bugs without a fix."""
+    """Every known bug: installed specs first (they win over a catalog's row), then the catalogs'
+    other fixes, then the investigated bugs without a fix."""
     from torchfix_core._known_bugs import KNOWN_BUGS
 
     found: dict[str, KnownEntry] = {}

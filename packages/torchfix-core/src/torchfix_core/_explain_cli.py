@@ -88,6 +88,7 @@ def explain(sources: list[str], resolve: bool = True, stdin: Any = None) -> dict
         "unreadable": unreadable,
         "failures_read": len(failures),
         "torch_installed": torch_installed,
+        "family_catalog": _explain.has_catalog(),
         "matches": found,
     }
 
@@ -117,6 +118,11 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"{_explain.HEADER} no known bug matched ({report['failures_read']} exception(s) of a known kind read). "
             f"What is matched: {_explain.DIAGNOSIS_PAGE}."
+        )
+    if not report["family_catalog"]:
+        lines.append(
+            f"{_explain.HEADER} no family catalog is installed: only the installed fixes and the investigated bugs "
+            "are known; `pip install torchfix-all` (it needs no torch) adds the signatures of every fix."
         )
     return "\n".join(lines).rstrip()
 

@@ -18,14 +18,15 @@ import importlib.util
 import logging
 import sys
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from torchfix_core import _activation, _discovery, _env, _import_hooks
-from torchfix_core._activation import ActivationSource
+from torchfix_core import _activation, _env, _import_hooks
+from torchfix_core._activation import PATCH_LOCK
 from torchfix_core._discovery import Discovered, discover, family
-from torchfix_core._states import PATCH_LOCK, FixState
+from torchfix_core._states import FixState
 
 if TYPE_CHECKING:
+    from torchfix_core._states import ActivationSource
     from torchfix_core._status import FixStatus
     from torchfix_core.fix import Fix
     from torchfix_core.spec import FixSpec
@@ -76,11 +77,6 @@ class _State:
         self.settings: _env.Settings | None = None
         self.activating = False
         self.target_override: dict[str, dict[str, str]] = {}
-        # a deferred activation: the entry points scanned at activation, the trigger index
-        # (fix id -> module) and the wake callback registered on the index's modules
-        self.scanned: list[object] | None = None
-        self.index: dict[str, str] = {}
-        self.wake: Callable[[ModuleType], None] | None = None
 
 
 _state = _State()
@@ -91,12 +87,18 @@ def _set(entry: _Entry, state: FixState, reason: str) -> None:
     log.debug("%s: %s (%s)", entry.id, state, reason)
 
 
+def discovered() -> bool:
+    """Whether the fixes have been discovered in this process (a deferred activation is then moot)."""
+    return _state.entries is not None
+
+
 def entries() -> dict[str, _Entry]:
     """Discover once per process (cheap: entry points and data-only specs). Finishes a deferred
     activation first (:func:`activate`): whoever asks for the fixes sees them scheduled."""
     with PATCH_LOCK:
+        armed = _activation.take_deferral()
         if _state.entries is None:
-            found = discover(_state.scanned)
+            found = discover(armed.scanned if armed is not None else None)
             _state.entries = {d.id: _Entry(d) for d in found}
             specs = [e.item.spec for e in _state.entries.values() if e.item.spec is not None]
             switches = [switch for spec in specs for switch in spec.switches]
@@ -107,8 +109,8 @@ def entries() -> dict[str, _Entry]:
             for entry in _state.entries.values():
                 if entry.state == FAILED:
                     _env.warn_once(f"torchfix: fix {entry.id!r} is broken: {entry.reason}")
-        if _state.wake is not None:
-            _finish_deferred(_state.entries)
+        if armed is not None:
+            _finish_deferred(_state.entries, armed.index)
         return _state.entries
 
 
@@ -347,69 +349,33 @@ def status() -> list[FixStatus]:
         return rows
 
 
-def activate(source: ActivationSource) -> None:
-    """Discover and schedule every fix; never raises except in strict mode. Re-entry is a no-op.
+def activate(source: ActivationSource | str) -> None:
+    """Discover and schedule every fix now; never raises except in strict mode. Re-entry is a no-op.
 
-    Deferred when it can be: if every installed fix publishes its first trigger module in the
-    trigger index (entry-point group ``torchfix.triggers``), none of those modules is imported yet
-    and no ``TORCHFIX_*`` variable asks for anything (:func:`torchfix_core._env.quiet`), activation
-    only registers one post-import hook on those modules and returns, without loading a single
-    spec. The first of them to be imported (or the first call that asks for the fixes: status,
-    apply, revert, doctor) loads the specs, reads the environment and schedules every fix, exactly
-    as an immediate activation would have done at that moment. Nothing can happen to any fix
-    before one of its trigger modules is imported, so the outcome is the same; ``import torch``
-    is spared the spec loading (docs/performance.md).
+    :func:`torchfix_core._activation.activate_safely` calls this when activation cannot be deferred
+    (its docstring says when it can: then nothing is loaded until the first trigger module is
+    imported or a caller asks for the fixes, and :func:`entries` finishes the deferred activation,
+    scheduling every fix exactly as an immediate activation would have done at that moment. Nothing
+    can happen to any fix before one of its trigger modules is imported, so the outcome is the same;
+    ``import torch`` is spared the spec loading: docs/performance.md).
     """
     with PATCH_LOCK:
-        if _state.activating or _activation.source() not in (ActivationSource.NONE, ActivationSource.OFF):
+        if _state.activating or _activation.activated():
             return
         _state.activating = True
         try:
             _activation.record(source)
             _activation.install_exit_hooks()
-            if _state.entries is None and _defer():
-                return
             _schedule_all(entries())
         finally:
             _state.activating = False
 
 
-def _defer() -> bool:
-    """Arm a deferred activation (see :func:`activate`); False when the specs must load now."""
-    if not _env.quiet():
-        return False
-    scanned = _discovery.scan_groups((_discovery.GROUP, _discovery.TRIGGERS_GROUP))
-    _state.scanned = fixes = scanned[_discovery.GROUP]
-    wake = _discovery.wake_modules(fixes, scanned[_discovery.TRIGGERS_GROUP])
-    if not fixes or wake is None or any(name in sys.modules for name in wake):
-        return False
-    _state.index = {str(ep.name): str(ep.value).strip() for ep in scanned[_discovery.TRIGGERS_GROUP]}  # type: ignore[attr-defined]
-    _state.wake = _wake
-    for name in wake:
-        _import_hooks.when_imported(name, _wake, _on_wake_error)
-    return True
-
-
-def _wake(_module: ModuleType) -> None:
-    """Post-import hook of a deferred activation: load the specs and schedule every fix."""
-    entries()
-
-
-def _on_wake_error(exc: BaseException) -> None:
-    if isinstance(exc, TorchfixError):
-        raise exc
-    _activation.record(ActivationSource.FAILED, f"deferred activation raised {type(exc).__name__}: {exc}")
-    log.warning("torchfix: activation failed: %s: %s", type(exc).__name__, exc)
-
-
-def _finish_deferred(found: dict[str, _Entry]) -> None:
-    """Disarm the wake hook and schedule every fix (first caller of :func:`entries` after a
-    deferred activation); a spec whose first trigger differs from its index entry is reported."""
-    wake, _state.wake = _state.wake, None
-    if wake is not None:
-        _import_hooks.cancel(wake)
+def _finish_deferred(found: dict[str, _Entry], index: dict[str, str]) -> None:
+    """Schedule every fix (first caller of :func:`entries` after a deferred activation, its wake hook
+    already cancelled); a spec whose first trigger differs from its trigger-index entry is reported."""
     for entry in found.values():
-        published = _state.index.get(entry.id)
+        published = index.get(entry.id)
         if entry.item.spec is not None and published is not None and published != entry.spec.triggers[0]:
             _env.warn_once(
                 f"torchfix: fix {entry.id!r} publishes trigger {published!r} in its distribution's "

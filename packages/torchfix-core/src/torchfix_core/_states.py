@@ -1,27 +1,21 @@
-"""The state types and the patch lock: what activation at ``import torch`` needs of the core's types.
-
-:class:`FixState` (every state a fix can be in) and :class:`ActivationSource` (how activation
-happened) are ``str`` enums whose members equal, print as and serialize (JSON) as their value.
-Public through :mod:`torchfix_core` and :mod:`torchfix_core.spec`; defined here, apart from the
-records of :mod:`torchfix_core.spec`, because activation records its source and holds
-:data:`PATCH_LOCK` without building any record: the records (frozen slotted dataclasses) are
-created when the fixes' specs are first loaded, which a deferred activation postpones
-(docs/design.md, "Activation").
+"""The state types: :class:`FixState` (every state a fix can be in) and :class:`ActivationSource`
+(how activation happened), ``str`` enums whose members equal, print as and serialize (JSON) as
+their value. Public through :mod:`torchfix_core` and :mod:`torchfix_core.spec`; defined apart from
+the records of :mod:`torchfix_core.spec` because the registry needs them without building any
+record (the records, frozen slotted dataclasses, are created when the fixes' specs are first
+loaded). A deferred activation at ``import torch`` imports neither (creating the two enum classes
+costs about 0.5 ms): it records the source's string value (docs/design.md, "Activation").
+:data:`PATCH_LOCK` is re-exported from :mod:`torchfix_core._activation`.
 """
 
 from __future__ import annotations
 
 import enum
 import sys
-import threading
+
+from torchfix_core._activation import PATCH_LOCK as PATCH_LOCK
 
 __all__ = ["PATCH_LOCK", "STATES", "ActivationSource", "FixState", "StrEnum"]
-
-#: Held while any torchfix patch or revert runs, and by the registry around state changes
-#: (re-entrant). Public as :data:`torchfix_core.patching.PATCH_LOCK`; defined here, in the one
-#: module that discovery loads anyway, so that activation at ``import torch`` does not have to
-#: import the patching layer.
-PATCH_LOCK = threading.RLock()
 
 
 if sys.version_info >= (3, 11):

@@ -11,6 +11,10 @@ acts::
     COUNTS["saved-random-op"] += 1                # the hot form: two dict operations, no call
     ACTED.note("fell-back", "Unsupported: ...")   # an event with a detail (rare paths only)
 
+Code a fix writes into another module's source (:mod:`torchfix_core.sourcepatch`, a code swap)
+runs with that module's globals, which torchfix does not touch; it reaches the fix's counts through
+:func:`counts_expression`, one ``sys.modules`` lookup on the line where the fix acts.
+
 ``counts`` is an exact ``dict`` (CPython specialises ``d[k] += 1`` for it, not for subclasses):
 benchmarks/report_overhead.py measures the cost of one event and docs/performance.md quotes it.
 Declared events start at 0, so a report shows "declared, never happened" as 0 rather than
@@ -27,12 +31,23 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["MAX_DETAILS", "MAX_DETAIL_CHARS", "Tally", "tallies", "tally"]
+__all__ = ["MAX_DETAILS", "MAX_DETAIL_CHARS", "Tally", "counts_expression", "tallies", "tally"]
 
 #: distinct details kept per event (later distinct ones are counted under ``"(more)"``)
 MAX_DETAILS = 20
 #: longest detail kept (longer ones are cut)
 MAX_DETAIL_CHARS = 300
+
+
+def counts_expression(module: str, attribute: str = "COUNTS") -> str:
+    """Python source of an expression that evaluates to ``<module>.<attribute>`` (a fix's
+    ``Tally.counts``) from any globals: ``__import__('<module>', fromlist=('<attribute>',)).<attribute>``,
+    for code written into a patched module's source. ``module`` must be imported before that code
+    runs (the fix's own implementation module is: it applied the patch), so the import is a
+    ``sys.modules`` hit; the builtin ``__import__`` is looked up in the patched module's builtins."""
+    if not module.replace(".", "").replace("_", "").isalnum() or not attribute.isidentifier():
+        raise ValueError(f"not a module / attribute name: {module!r}, {attribute!r}")
+    return f"__import__({module!r}, fromlist=({attribute!r},)).{attribute}"
 
 
 class Tally:

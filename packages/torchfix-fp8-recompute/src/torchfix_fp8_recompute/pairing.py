@@ -52,8 +52,8 @@ acts only, through a line added to its text (visible in tracebacks): ``kept-eval
 (a module in ``eval()`` kept its scale/amax for the recompute: TE 2.18-2.19 skipped it),
 ``inherited-region-without-grad-inputs`` (a reentrant checkpoint no backward can reach ran in the
 enclosing region) and ``ran-no-grad-checkpoint-directly`` (``te.checkpoint`` under ``no_grad``
-ran the function directly, stashing nothing). The line reaches the tally with
-``__import__("torchfix_fp8_recompute.pairing")`` (the patched code runs with TE's globals, which
+ran the function directly, stashing nothing). The line reaches the tally through
+:func:`torchfix_core.tallies.counts_expression` (the patched code runs with TE's globals, which
 torchfix does not touch): one ``sys.modules`` lookup and one increment, never on a training
 module's path.
 
@@ -79,7 +79,7 @@ from typing import Any, Callable
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module, nested_code, same_code
 from torchfix_core.sourcepatch import code_at, compile_module, module_source, source_span
-from torchfix_core.tallies import tally
+from torchfix_core.tallies import counts_expression, tally
 
 log = logging.getLogger("torchfix.fp8-recompute-pairing")
 
@@ -94,7 +94,7 @@ ACTED = tally(
 COUNTS = ACTED.counts
 #: how the patched TE code reaches :data:`COUNTS`: it runs with TE's module globals, so through the
 #: builtin ``__import__`` (a ``sys.modules`` hit), on the lines where the fix acts only
-_COUNT = f'__import__("{__name__}").{__name__.rpartition(".")[2]}.COUNTS'
+_COUNT = counts_expression(__name__)
 
 
 @dataclass(frozen=True)

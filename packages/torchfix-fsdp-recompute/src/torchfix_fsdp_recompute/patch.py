@@ -91,7 +91,7 @@ from torchfix_core.sourcepatch import (
     require_reproduces,
     source_span,
 )
-from torchfix_core.tallies import tally
+from torchfix_core.tallies import counts_expression, tally
 
 from torchfix_fsdp_recompute import probes
 
@@ -233,7 +233,7 @@ UPSTREAM_LINES = (
 )
 #: the count of the unshard, the last line of the new branch (the patched code runs in
 #: ``_fsdp_state``'s globals, so it reaches this module by import: a dict lookup, on this rare path only)
-COUNT_LINE = f'    __import__("{__name__}", fromlist=("UNSHARD_COUNTS",)).UNSHARD_COUNTS["unshard-in-recompute"] += 1'
+COUNT_LINE = f'    {counts_expression(__name__, "UNSHARD_COUNTS")}["unshard-in-recompute"] += 1'
 FILENAME_PREFIX = f"<torchfix {UNSHARD_ID}: "
 
 

@@ -71,7 +71,7 @@ from torchfix_core.sourcepatch import (
     require_reproduces,
     source_span,
 )
-from torchfix_core.tallies import tally
+from torchfix_core.tallies import counts_expression, tally
 
 log = logging.getLogger("torchfix.backward-context")
 
@@ -80,7 +80,7 @@ FIX_ID = "backward-context"
 ACTED = tally(FIX_ID, "copied-context")
 COUNTS = ACTED.counts
 #: the statement that binds :data:`COUNTS` where the patched code runs (once per wrapper / build)
-BIND_COUNTS = f"_torchfix_counts_ = __import__({__name__!r}, fromlist=('COUNTS',)).COUNTS"
+BIND_COUNTS = f"_torchfix_counts_ = {counts_expression(__name__)}"
 COUNT = "_torchfix_counts_['copied-context'] += 1"
 RUNTIME_WRAPPERS = "torch._functorch._aot_autograd.runtime_wrappers"
 FILENAME_PREFIX = f"<torchfix {FIX_ID}: "

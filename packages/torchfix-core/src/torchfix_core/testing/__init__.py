@@ -15,8 +15,9 @@ in :mod:`torchfix_core.testing.fixtures` (it imports pytest; nothing here does).
 
 Signature tests (:mod:`torchfix_core.testing._explain`): :func:`failure_text` turns a red run's
 result into the error text Python printed, :func:`assert_explained` runs ``torchfix-doctor explain``
-on it (``isolated=True``: nothing but the core importable, so no fix installed and no torch), and
-:func:`report_of` is a scenario script's view of one fix's row of ``torchfix_core.report()``.
+on it (``isolated=True``: nothing but the core and the family's catalog importable, so no fix
+installed and no torch), :func:`assert_explained_both_ways` checks one red run's output both
+``not-installed`` and ``disabled``, and :func:`report_of` is a scenario script's view of one fix's row of ``torchfix_core.report()``.
 
 The test hooks (:mod:`torchfix_core.testing._introspect`) read the core's state without private
 names: :func:`fix_spec`, :func:`import_triggers`, :func:`live_patches`, :func:`waiting_hooks`,
@@ -33,7 +34,13 @@ from torchfix_core.testing._contract import (
     status_with_library_version,
     status_without_library,
 )
-from torchfix_core.testing._explain import assert_explained, explain_json, failure_text, report_of
+from torchfix_core.testing._explain import (
+    assert_explained,
+    assert_explained_both_ways,
+    explain_json,
+    failure_text,
+    report_of,
+)
 from torchfix_core.testing._introspect import (
     fix_spec,
     import_triggers,
@@ -57,6 +64,7 @@ __all__ = [
     "FixContract",
     "ScenarioFailed",
     "assert_explained",
+    "assert_explained_both_ways",
     "assert_inert_without",
     "assert_version_does_not_decide",
     "clean_environ",

@@ -4,11 +4,16 @@ A fix's signature test takes the error its red reproduction raised on the real u
 (the scenario's ``error_type`` / ``error`` / ``traceback`` fields, captured by running it) and shows
 that explain names the fix with the state of the environment it runs in:
 
-* :func:`explain_json` with ``isolated=True`` runs explain where nothing but a copy of
-  ``torchfix_core`` is importable (``python -I -S``: no site-packages, so no fix is installed and
-  torch is absent): the fix must be named from the bundled catalog as ``not-installed``;
+* :func:`explain_json` with ``isolated=True`` runs explain where nothing is importable but copies of
+  ``torchfix_core`` and of the family's catalog (the packages behind this environment's
+  ``torchfix.catalog`` entry points, i.e. torchfix-all's data, with a minimal ``.dist-info`` each):
+  ``python -I -S``, no site-packages, so no fix is installed and torch is absent. That is a laptop
+  with ``pip install torchfix-all --no-deps``; the fix must be named from the catalog as
+  ``not-installed``;
 * with the fix turned off (``env=only_fix(fix_id, False)`` or ``TORCHFIX_DISABLE``) in this
   environment: ``disabled``, naming the variable.
+
+:func:`assert_explained_both_ways` makes both checks of one red run's output.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["assert_explained", "explain_json", "failure_text", "report_of"]
+__all__ = ["assert_explained", "assert_explained_both_ways", "explain_json", "failure_text", "report_of"]
 
 
 def failure_text(result: Mapping[str, Any]) -> str:
@@ -47,6 +52,7 @@ def explain_json(
     with tempfile.TemporaryDirectory(prefix="torchfix-explain-") as tmp:
         if isolated:
             shutil.copytree(Path(torchfix_core.__file__).parent, Path(tmp) / "torchfix_core")
+            _copy_catalogs(Path(tmp))
             code = f"import sys; sys.path.insert(0, {tmp!r}); from torchfix_core._doctor import main; raise SystemExit(main(sys.argv[1:]))"
             command = [sys.executable, "-I", "-S", "-c", code, "explain", "--json", "-"]
             environ = {k: v for k, v in clean_environ(env).items() if k not in ("PYTHONPATH", "PYTHONHOME")}
@@ -66,6 +72,47 @@ def explain_json(
     if isolated:
         assert report["torch_installed"] in (False, None), "isolated explain could import torch"
     return report
+
+
+def _copy_catalogs(site: Path) -> None:
+    """Copy into ``site`` the package behind each ``torchfix.catalog`` entry point of this environment
+    and a ``.dist-info`` holding its distribution's METADATA and entry points, so that an isolated
+    interpreter with ``site`` on its path finds the family's catalog and nothing else of it."""
+    import importlib.metadata
+    import importlib.util
+
+    from torchfix_core._discovery import CATALOG_GROUP
+
+    found = importlib.metadata.entry_points(group=CATALOG_GROUP)
+    if not found:
+        raise AssertionError(
+            "no family catalog is installed (entry-point group torchfix.catalog): install torchfix-all, "
+            "whose catalog names the fixes that are not installed"
+        )
+    for ep in found:
+        top = ep.value.partition(":")[0].split(".")[0]
+        spec = importlib.util.find_spec(top)
+        if spec is None or not spec.submodule_search_locations:
+            raise AssertionError(f"catalog entry point {ep.value!r}: package {top!r} cannot be found")
+        shutil.copytree(next(iter(spec.submodule_search_locations)), site / top, dirs_exist_ok=True)
+        dist = ep.dist
+        if dist is None:
+            raise AssertionError(f"catalog entry point {ep.value!r} belongs to no distribution")
+        info = site / f"{dist.name.replace('-', '_')}-{dist.version}.dist-info"
+        info.mkdir(exist_ok=True)
+        (info / "METADATA").write_text(dist.read_text("METADATA") or f"Name: {dist.name}\nVersion: {dist.version}\n")
+        (info / "entry_points.txt").write_text(dist.read_text("entry_points.txt") or "")
+
+
+def assert_explained_both_ways(text: str, fix_id: str, *, off: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The two checks of a red run's output: explain names ``fix_id`` as ``not-installed`` where only
+    the core and the family's catalog are importable (``isolated=True``), and as ``disabled`` in this
+    environment with the fix turned off (``off``: the environment that turns it off; default
+    ``only_fix(fix_id, False)``). Returns the ``disabled`` match."""
+    from torchfix_core.testing._scenario import only_fix
+
+    assert_explained(text, fix_id, "not-installed", isolated=True)
+    return assert_explained(text, fix_id, "disabled", env=off if off is not None else only_fix(fix_id, False))
 
 
 def assert_explained(text: str, fix_id: str, state: str, **options: Any) -> dict[str, Any]:
