@@ -50,18 +50,21 @@ environment itself (a development venv), because discovery would see them in eve
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
+import hashlib
 import importlib.util
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -219,22 +222,63 @@ def run(cmd: list[str], env: dict[str, str], timeout: float = 1200) -> subproces
 
 @functools.cache
 def workdir() -> Path:
+    """Where wheels, installs and the probes' results live: ``$COMBINATIONS_WORKDIR`` when set (kept,
+    and shared by the processes of one run, e.g. ``pytest -n``: each result is made once, under a
+    lock, and read by the others), else a temporary directory removed at exit."""
+    shared = os.environ.get("COMBINATIONS_WORKDIR")
+    if shared:
+        path = Path(shared)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
     path = Path(tempfile.mkdtemp(prefix="torchfix-combinations-"))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
 
 
+def dirname(names: tuple[str, ...]) -> str:
+    """A directory name for a set of names: joined by ``+`` while short, else a digest of them."""
+    joined = "+".join(names)
+    return joined if len(joined) <= 100 else f"{len(names)}-{hashlib.sha256(joined.encode()).hexdigest()[:16]}"
+
+
+@contextlib.contextmanager
+def locked(name: str) -> Iterator[None]:
+    """An exclusive lock of ``workdir()/name.lock`` (between the processes sharing the workdir)."""
+    import fcntl
+
+    with open(workdir() / f"{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def made_once(name: str, make: Callable[[], Any]) -> Any:
+    """``make()``'s JSON result, computed by the first process that asks and stored as
+    ``workdir()/name.json`` for the others."""
+    path = workdir() / f"{name}.json"
+    with locked(name):
+        if not path.is_file():
+            path.write_text(json.dumps(make(), default=sorted))
+        return json.loads(path.read_text())
+
+
 @functools.cache
 def wheels() -> dict[str, Path]:
-    """Distribution -> its wheel, built from this checkout."""
-    out = workdir() / "wheels"
+    """Distribution -> its wheel: built from this checkout, or taken from ``$COMBINATIONS_WHEELS``
+    (a directory holding a wheel of every fix distribution, built elsewhere from this checkout)."""
     dists = sorted({f.distribution for f in FAMILY})
-    done = run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out)]
-        + [str(PACKAGES / d) for d in dists],
-        os.environ.copy(),
-    )
-    assert done.returncode == 0, done.stderr
+    given = os.environ.get("COMBINATIONS_WHEELS")
+    out = Path(given) if given else workdir() / "wheels"
+    with locked("wheels"):
+        if not given and not any(out.glob("*.whl")):
+            done = run(
+                [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out)]
+                + [str(PACKAGES / d) for d in dists],
+                os.environ.copy(),
+            )
+            assert done.returncode == 0, done.stderr
     built = {}
     for dist in dists:
         (built[dist],) = [p for p in out.glob("*.whl") if p.name.startswith(dist.replace("-", "_") + "-")]
@@ -243,11 +287,14 @@ def wheels() -> dict[str, Path]:
 
 def install(dists: tuple[str, ...]) -> Path:
     """A ``--target`` directory holding exactly ``dists`` (made once per set of distributions)."""
-    target = workdir() / "installs" / "+".join(dists)
-    if not target.exists():
-        cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target)]
-        done = run([*cmd, *(str(wheels()[d]) for d in dists)], os.environ.copy())
-        assert done.returncode == 0, done.stderr
+    target = workdir() / "installs" / dirname(dists)
+    with locked("install-" + dirname(dists)):
+        if not (target / ".complete").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target)]
+            done = run([*cmd, *(str(wheels()[d]) for d in dists)], os.environ.copy())
+            assert done.returncode == 0, done.stderr
+            (target / ".complete").write_text("")
     return target
 
 
@@ -255,7 +302,7 @@ def switches(subset: selection.Subset, off: tuple[str, ...]) -> Path:
     """A directory whose ``sitecustomize.py`` switches ``off`` off and the subset's other fixes on
     in every interpreter that has it on ``PYTHONPATH`` (see the module docstring), and records the
     modules each interpreter imported where ``COMBINATIONS_MODULES`` names a directory."""
-    path = workdir() / "switches" / "+".join(subset)
+    path = workdir() / "switches" / dirname(subset)
     path.mkdir(parents=True, exist_ok=True)
     switched = "".join(f"os.environ[{selection.enabled_variable(i)!r}] = '0'\n" for i in off)
     variables = {i: selection.enabled_variable(i) for i in subset}
@@ -316,11 +363,15 @@ def everything() -> tuple[str, ...]:
 @functools.cache
 def patch_points() -> dict[str, dict[str, Any]]:
     """``_patch_points.py`` run with every distribution installed, on this torch."""
-    env = child_env(install(everything()), TORCHFIX_AUTOLOAD="0")
-    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(HERE)])
-    done = run([sys.executable, str(HERE / "_patch_points.py")], env)
-    assert done.returncode == 0, f"patch-point probe:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    def probe() -> Any:
+        env = child_env(install(everything()), TORCHFIX_AUTOLOAD="0")
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(HERE)])
+        done = run([sys.executable, str(HERE / "_patch_points.py")], env)
+        assert done.returncode == 0, f"patch-point probe:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    return made_once("patch-points", probe)  # type: ignore[no-any-return]
 
 
 @functools.cache
@@ -348,10 +399,11 @@ def report(**parts: Any) -> None:
     if not target:
         return
     path = Path(target)
-    data = json.loads(path.read_text()) if path.is_file() else {}
-    data.update(parts)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, default=list, sort_keys=True))
+    with locked("report"):
+        data = json.loads(path.read_text()) if path.is_file() else {}
+        data.update(parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1, default=list, sort_keys=True))
 
 
 # ---------------------------------------------------------------- discovery and reproductions
@@ -380,8 +432,10 @@ def reproduce(fix: str, env: dict[str, str]) -> tuple[bool, str]:
     cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", str(tests)]
     done = run([*cmd, *(f"{tests}/{node}" for node in nodes)], {**env, "COMBINATIONS_UNDER_TEST": fix})
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    if patch_points()[fix]["state"] == "applied":
-        ok = done.returncode == 0 and f"{len(nodes)} passed" in summary and "skipped" not in summary
+    passed = re.search(r"(\d+) passed", summary)
+    if patch_points()[fix]["state"] == "applied":  # every node ran and passed (a node may be parametrized)
+        ok = done.returncode == 0 and passed is not None and int(passed.group(1)) >= len(nodes)
+        ok = ok and not any(word in summary for word in ("skipped", "failed", "error"))
     else:  # the bug is absent here: the nodes pass or skip by their own conditions
         ok = done.returncode == 0 and "failed" not in summary and "error" not in summary
     return ok, f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
@@ -390,20 +444,30 @@ def reproduce(fix: str, env: dict[str, str]) -> tuple[bool, str]:
 @functools.cache
 def full_set_runs() -> dict[str, dict[str, Any]]:
     """Every fix's reproduction with every distribution installed and every other fix on (the full
-    set), each interpreter recording the modules it imported: fix -> ok, output, modules, seconds."""
-    target = install(everything())
-    results: dict[str, dict[str, Any]] = {}
-    for fix in sorted(REPRODUCTIONS):
+    set), each interpreter recording the modules it imported: fix -> ok, output, modules, seconds.
+    ``$COMBINATIONS_JOBS`` (default 1) reproductions run at once (they are independent processes)."""
+
+    def one(fix: str) -> dict[str, Any]:
         modules_dir = workdir() / "modules" / fix
-        modules_dir.mkdir(parents=True, exist_ok=True)
-        env = child_env(switches(everything_ids(), ()), target, COMBINATIONS_MODULES=str(modules_dir))
+        shutil.rmtree(modules_dir, ignore_errors=True)
+        modules_dir.mkdir(parents=True)
+        env = child_env(switches(everything_ids(), ()), install(everything()), COMBINATIONS_MODULES=str(modules_dir))
         started = time.perf_counter()
         ok, output = reproduce(fix, env)
-        imported = set()
+        imported: set[str] = set()
         for record in modules_dir.glob("*.txt"):
             imported |= set(record.read_text().split())
-        results[fix] = {"ok": ok, "output": output, "modules": imported, "seconds": time.perf_counter() - started}
-    return results
+        return {"ok": ok, "output": output, "modules": sorted(imported), "seconds": time.perf_counter() - started}
+
+    def make() -> dict[str, dict[str, Any]]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        install(everything())
+        jobs = max(1, int(os.environ.get("COMBINATIONS_JOBS", "1")))
+        with ThreadPoolExecutor(jobs) as pool:
+            return dict(zip(sorted(REPRODUCTIONS), pool.map(one, sorted(REPRODUCTIONS))))
+
+    return made_once("full-set", make)  # type: ignore[no-any-return]
 
 
 def everything_ids() -> selection.Subset:
@@ -516,13 +580,14 @@ def test_subset_discovery_order_and_reproductions(subset: selection.Subset) -> N
     rows = discovered(env)
     installed = set(subset) | set(off)
     assert [r[0] for r in rows] == [i for i in reference_order() if i in installed], rows
-    for fix_id, state, reason in rows:
-        assert state != "failed", (fix_id, reason)
+    for fix_id, state, reason, switched_off, why in rows:
+        assert state == "pending", (fix_id, state, reason)  # discovered, none failed
         if fix_id in off:
-            assert state == "disabled" and selection.enabled_variable(fix_id) in reason, (fix_id, state, reason)
+            assert switched_off and selection.enabled_variable(fix_id) in why, (fix_id, why)
         else:
-            assert state == "pending", (fix_id, state, reason)
-    runs = selection.reproduce_in(subset, everything_ids(), REPRODUCTIONS, linked(), applied_here())
+            assert not switched_off, (fix_id, why)
+    links = linked() if len(subset) == 2 else {}  # only a pair reads the channels
+    runs = selection.reproduce_in(subset, everything_ids(), REPRODUCTIONS, links, applied_here())
     for fix in runs:
         if subset == everything_ids():
             row = full_set_runs()[fix]
