@@ -67,7 +67,12 @@ def check(subset: list[str], reference: dict[str, str], baseline: list[torch.Ten
     if leftover:
         problems.append(f"live patches left after revert: {leftover}")
     for owner, name, original in originals.values():
-        current = owner.__code__ if name == "__code__" else vars(owner).get(name, getattr(owner, name, None))
+        if name == "__code__":
+            current = owner.__code__
+        elif hasattr(owner, "__dict__"):
+            current = vars(owner).get(name, getattr(owner, name, None))
+        else:  # a closure cell (cell_contents), a slot
+            current = getattr(owner, name, None)
         if current is not original:
             problems.append(f"{getattr(owner, '__name__', owner)}.{name} is not the original after revert")
     return problems

@@ -109,7 +109,7 @@ def main() -> None:
         (row,) = [r for r in torchfix_core.status() if r.id == fix_id]
         patches = live_patches(fix_id)
         points = sorted({n for patch in patches for n in point_names(*patch)})
-        touched = sorted({touched_module(owner) for owner, _, _ in patches})
+        touched = sorted({touched_module(owner, original) for owner, _, original in patches})
         declared = {(_owner_name(owner), name) for owner, name, _ in patches if name != "__code__"}
         swapped = [owner for owner, name, _ in patches if name == "__code__"]  # every reference sees it
         changed = {key for key, state in after.items() if key in before and not _same(before[key], state)}

@@ -133,11 +133,14 @@ def _qualified(obj: object) -> str:
     return f"{module}.{qualname}" if module else str(qualname)
 
 
-def touched_module(owner: object) -> str:
-    """The module whose object one live patch changes: the owner itself when it is a module, else
-    the owner's ``__module__`` (a class, or a function whose ``__code__`` is swapped)."""
+def touched_module(owner: object, original: object = None) -> str:
+    """The module whose object one live patch changes: the owner itself when it is a module, the
+    owner's ``__module__`` for a class or a function (whose ``__code__`` is swapped), and for a
+    closure cell (a decorator's wrapper holding the library's function) the held function's module."""
     if isinstance(owner, types.ModuleType):
         return owner.__name__
+    if isinstance(owner, types.CellType):
+        return str(getattr(original, "__module__", None) or "builtins")
     return str(getattr(owner, "__module__", None) or type(owner).__module__)
 
 
@@ -147,7 +150,10 @@ def point_names(owner: object, name: str, original: object) -> frozenset[str]:
     ``module.attr``; for a code swap, the function itself) and, when the original is a function
     (also inside a static/class method or a property), the function's own ``module.qualname``, so that
     a wrap of a re-exported name and a code swap of the function it names meet."""
-    names = {_qualified(owner) if name == "__code__" else f"{_qualified(owner)}.{name}"}
+    if isinstance(owner, types.CellType):  # a closure cell: the place is the function it holds
+        names = set()
+    else:
+        names = {_qualified(owner) if name == "__code__" else f"{_qualified(owner)}.{name}"}
     target = original
     if isinstance(target, (staticmethod, classmethod)):
         target = target.__func__

@@ -237,3 +237,15 @@ def test_touched_module_of_modules_classes_and_functions() -> None:
     assert touched_module(sys.modules[__name__]) == __name__
     assert touched_module(Owner) == __name__
     assert touched_module(function) == __name__
+    cell = _closure_cell()
+    assert touched_module(cell, function) == __name__  # a decorator's cell: the function it holds
+    assert point_names(cell, "cell_contents", function) == {f"{__name__}.function"}
+
+
+def _closure_cell():
+    held = function
+
+    def wrapper() -> None:
+        held()
+
+    return wrapper.__closure__[0]
