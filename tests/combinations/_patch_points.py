@@ -27,7 +27,7 @@ import warnings
 
 import torch  # noqa: F401 - what the fixes patch
 import torchfix_core
-from selection import point_names, touched_module
+from selection import _qualified, point_names, touched_module
 from torchfix_core.testing import import_triggers, live_patches
 
 #: the libraries whose callables the guard watches (what the fixes patch)
@@ -91,13 +91,6 @@ def _reaches(value: object, function: object) -> bool:
     return target is function
 
 
-def _owner_name(owner: object) -> str:
-    if isinstance(owner, types.ModuleType):
-        return owner.__name__
-    module = getattr(owner, "__module__", "")
-    return f"{module}.{getattr(owner, '__qualname__', getattr(owner, '__name__', ''))}"
-
-
 def main() -> None:
     installed = [row.id for row in torchfix_core.status() if row.version is not None]
     import_triggers(ignore_missing=True)
@@ -110,7 +103,7 @@ def main() -> None:
         patches = live_patches(fix_id)
         points = sorted({n for patch in patches for n in point_names(*patch)})
         touched = sorted({touched_module(owner, original) for owner, _, original in patches})
-        declared = {(_owner_name(owner), name) for owner, name, _ in patches if name != "__code__"}
+        declared = {(_qualified(owner), name) for owner, name, _ in patches if name != "__code__"}
         swapped = [owner for owner, name, _ in patches if name == "__code__"]  # every reference sees it
         changed = {key for key, state in after.items() if key in before and not _same(before[key], state)}
         hidden = sorted(

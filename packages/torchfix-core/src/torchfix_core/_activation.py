@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -105,15 +105,14 @@ def current() -> Activation:
 
 
 class Deferral:
-    """An armed deferred activation: the fixes' entry points as scanned (``scanned``), the trigger
-    index (fix id -> first trigger module) and the post-import callback registered on its modules."""
+    """An armed deferred activation: the fixes' entry points as scanned (``scanned``) and the trigger
+    index (fix id -> first trigger module); its post-import callback is :func:`_wake`."""
 
-    __slots__ = ("scanned", "index", "wake")
+    __slots__ = ("scanned", "index")
 
-    def __init__(self, scanned: list[object], index: dict[str, str], wake: Callable[[ModuleType], None]) -> None:
+    def __init__(self, scanned: list[object], index: dict[str, str]) -> None:
         self.scanned = scanned
         self.index = index
-        self.wake = wake
 
 
 _deferral: Deferral | None = None
@@ -133,7 +132,7 @@ def take_deferral() -> Deferral | None:
         if taken is not None:
             from torchfix_core import _import_hooks
 
-            _import_hooks.cancel(taken.wake)
+            _import_hooks.cancel(_wake)
         return taken
 
 
@@ -157,7 +156,7 @@ def _arm_deferral(source: str) -> bool:
     index = {str(ep.name): str(ep.value).strip() for ep in scanned[_discovery.TRIGGERS_GROUP]}  # type: ignore[attr-defined]
     record(source)
     install_exit_hooks()
-    _deferral = Deferral(fixes, index, _wake)
+    _deferral = Deferral(fixes, index)
     for name in wake:
         _import_hooks.when_imported(name, _wake, _on_wake_error)
     return True
