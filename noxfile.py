@@ -78,18 +78,23 @@ def fixture_site(session: nox.Session) -> Path:
 
 
 def test_dirs() -> list[Path]:
-    """Every package's tests, then the cross-package tests. ``MATRIX_ONLY=torchfix-x,torchfix-y``
+    """Every package's tests, then the cross-package tests. ``MATRIX_ONLY=torchfix-x,cross-package``
     (a partial re-run of a matrix cell, e.g. after adding a fix to those packages) keeps only those
     packages' directories; the cell records that (``partial.txt``) and scripts/compatibility.py
     keeps the recorded results of the others."""
-    dirs = [p / "tests" for p in family.member_packages() if (p / "tests").is_dir()]
+    dirs = [*(p / "tests" for p in family.member_packages() if (p / "tests").is_dir()), ROOT / "tests"]
     only = [name for name in os.environ.get("MATRIX_ONLY", "").split(",") if name]
     if only:
-        unknown = sorted(set(only) - {d.parent.name for d in dirs})
+        unknown = sorted(set(only) - {test_dir_name(d) for d in dirs})
         if unknown:
-            raise SystemExit(f"MATRIX_ONLY names no package with tests: {unknown}")
-        return [d for d in dirs if d.parent.name in only]
-    return [*dirs, ROOT / "tests"]
+            raise SystemExit(f"MATRIX_ONLY names no package with tests (nor cross-package): {unknown}")
+        return [d for d in dirs if test_dir_name(d) in only]
+    return dirs
+
+
+def test_dir_name(directory: Path) -> str:
+    """A test directory's name in a matrix cell: its package's, or ``cross-package`` for tests/."""
+    return directory.parent.name if directory.parent != ROOT else "cross-package"
 
 
 def run_pytest(session: nox.Session, cell: str | None = None) -> None:
@@ -104,7 +109,7 @@ def run_pytest(session: nox.Session, cell: str | None = None) -> None:
     out = start_cell(session, cell) if cell else None
     fixtures = fixture_site(session)
     for directory in test_dirs():
-        name = directory.parent.name if directory.parent != ROOT else "cross-package"
+        name = test_dir_name(directory)
         report = ["--junitxml", str(out / f"{name}.xml")] if out is not None else []
         own = {"PYTHONPATH": str(fixtures)} if directory.parent == family.core() and fixtures.is_dir() else {}
         try:

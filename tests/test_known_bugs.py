@@ -13,7 +13,9 @@ import textwrap
 
 import pytest
 import torch
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+from torchfix_core._known_bugs import KNOWN_BUGS
 from torchfix_core.testing import clean_environ, explain_json
 
 TORCH = Version(Version(torch.__version__).base_version)
@@ -44,6 +46,10 @@ CHECKPOINT_DEVICE_CTX = textwrap.dedent(
     def body(x):
         return x * torch.ones(3)
 
+    # a first checkpoint outside the device context, as a training loop has run before: on torch 2.8
+    # the first call imports torch._dynamo, and that import fails under `with torch.device("meta")`
+    # (a circular import, another bug, docs/investigated.md)
+    checkpoint(body, torch.ones(3, requires_grad=True), use_reentrant=False).sum().backward()
     with torch.device("meta"):
         x = torch.randn(3, device="meta", requires_grad=True)
         y = checkpoint(body, x, use_reentrant=False)
@@ -62,6 +68,14 @@ def red_log(code: str) -> str:
     return proc.stderr
 
 
+def wording_seen_on(bug_id: str) -> SpecifierSet:
+    """The torch releases where the bug's signature says its wording was seen (its ``releases``)."""
+    (entry,) = [bug for bug in KNOWN_BUGS if bug["id"] == bug_id]
+    releases = {sig["releases"] for sig in entry["signatures"]}
+    assert len(releases) == 1 and next(iter(releases)).startswith("torch "), releases
+    return SpecifierSet(next(iter(releases)).removeprefix("torch "))
+
+
 def assert_named(log: str, bug_id: str) -> None:
     report = explain_json(log, isolated=True)
     named = {m["id"]: m for m in report["matches"]}
@@ -70,7 +84,14 @@ def assert_named(log: str, bug_id: str) -> None:
 
 
 def test_act_recompile_red_run_is_named() -> None:
-    assert_named(red_log(ACT_RECOMPILE), "act-recompile")
+    log = red_log(ACT_RECOMPILE)
+    if TORCH not in wording_seen_on("act-recompile"):
+        # torch 2.8/2.9 recompile too, but their reason reads `___check_type_id(w0, <id>)`, which names
+        # no type: nothing in the log tells this bug from any recompile limit, so explain claims nothing
+        assert "___check_type_id" in log and "AsyncCollectiveTensor" not in log, log[-2500:]
+        assert "act-recompile" not in {m["id"] for m in explain_json(log, isolated=True)["matches"]}
+        return
+    assert_named(log, "act-recompile")
 
 
 @pytest.mark.skipif(TORCH >= Version("2.11"), reason="fixed in torch 2.11 (pytorch PR #172802): no red run")

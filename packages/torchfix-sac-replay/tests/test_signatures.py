@@ -26,7 +26,7 @@ import torch._higher_order_ops.wrap
 from conftest import scenario
 from storage_key_scenarios import bug_present as storage_key_bug_present
 from storage_key_scenarios import run as run_storage_key
-from torchfix_core.testing import assert_explained_both_ways, failure_text
+from torchfix_core.testing import assert_explained_both_ways, failure_text, state_to_expect
 
 BACKWARD_CONTEXT = "backward-context"
 STORAGE_KEY = "sac-storage-key"
@@ -62,10 +62,10 @@ def test_sac_replay_red_run_is_explained(guard_miss_without: dict[str, Any], bug
 def test_sac_replay_green_run_reports_recomputes(guard_miss_with: dict[str, Any], bug_present: bool) -> None:
     report = guard_miss_with["report"]
     assert guard_miss_with["ok"], guard_miss_with.get("traceback")
-    if not bug_present:
-        assert report["state"] == "not-needed" and report["acted"] == 0, report
+    assert report["state"] == state_to_expect(SAC_REPLAY, bug_present), report  # torch 2.8/2.9: out-of-range
+    if report["state"] != "applied":
+        assert report["acted"] == 0, report
         return
-    assert report["state"] == "applied", report
     assert report["events"]["recompute-in-forward-context"] > 0, report
     assert report["events"]["explained-replay-error"] == 0, report
 
