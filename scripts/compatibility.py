@@ -186,6 +186,15 @@ def describe(counts: dict[str, int] | None) -> str:
     return text + (f", **{bad} failed**" if bad else "")
 
 
+def test_minutes(cell: dict[str, Any]) -> str:
+    """The minutes a cell's test runs took (the sum of its JUnit reports' times: one process at a time;
+    installing torch and the packages not counted); ``?`` where a recorded report has no time."""
+    reports = cell["reports"].values()
+    if not reports or any("seconds" not in counts for counts in reports):
+        return "?"
+    return f"{sum(counts['seconds'] for counts in reports) / 60:.0f}"
+
+
 def render(meta: dict[str, Any]) -> str:
     cells = load_cells("torch-")
     matrix = meta["torch_matrix"]
@@ -215,6 +224,9 @@ def render(meta: dict[str, Any]) -> str:
         lines.append("|---|" + "---|" * len(columns))
         lines.append(
             "| (commit tested) | " + " | ".join(f"`{cells[f'torch-{v}-py{python}']['commit']}`" for v in columns) + " |"
+        )
+        lines.append(
+            "| (test minutes) | " + " | ".join(test_minutes(cells[f"torch-{v}-py{python}"]) for v in columns) + " |"
         )
         for fix in meta["fixes"]:
             lines.append(fix_row(fix, [cells[f"torch-{v}-py{python}"] for v in columns]))

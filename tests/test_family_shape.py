@@ -178,6 +178,21 @@ def test_a_partial_cell_rerun_keeps_the_reports_it_did_not_rerun() -> None:
     assert whole["commit"] == "bbb"
 
 
+def test_a_cell_says_how_long_its_tests_took() -> None:
+    """The page's "(test minutes)" row: the sum of a cell's JUnit times; ``?`` where one is unknown."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import compatibility
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    counts = {"tests": 3, "failures": 0, "errors": 0, "skipped": 0, "passed": 3}
+    assert (
+        compatibility.test_minutes({"reports": {"p": {**counts, "seconds": 90}, "q": {**counts, "seconds": 60}}}) == "2"
+    )
+    assert compatibility.test_minutes({"reports": {"p": {**counts, "seconds": 90}, "q": counts}}) == "?"
+    assert compatibility.test_minutes({"reports": {}}) == "?"
+
+
 def test_workflow_matrices_match_the_noxfile() -> None:
     """The workflow's job matrices (torch, Python, TransformerEngine) list what noxfile.py runs."""
     noxfile = (ROOT / "noxfile.py").read_text()
