@@ -19,6 +19,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+import compatibility  # noqa: E402 - scripts/compatibility.py: the compatibility page
 import family  # noqa: E402 - the repository's one list of packages (scripts/family.py)
 
 sys.path.remove(str(ROOT / "scripts"))
@@ -136,11 +137,6 @@ def test_every_directory_under_packages_is_a_known_member() -> None:
 
 def test_compatibility_page_is_current_and_drift_is_caught() -> None:
     """docs/compatibility.md agrees with the fixes' metadata; a changed range or version is caught."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import compatibility
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     meta = compatibility.metadata()
     assert compatibility.check(meta) == []
     changed = {**meta, "fixes": [dict(f) for f in meta["fixes"]]}
@@ -162,11 +158,6 @@ def test_compatibility_page_is_current_and_drift_is_caught() -> None:
 
 def test_a_partial_cell_rerun_keeps_the_reports_it_did_not_rerun() -> None:
     """``MATRIX_ONLY`` re-runs of a cell replace only the directories they ran; states are the new run's."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import compatibility
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     counts = {"tests": 3, "failures": 0, "errors": 0, "skipped": 0, "passed": 3}
     old = {"commit": "aaa", "states": {"x": {"state": "applied"}}, "reports": {"p": counts, "q": counts}, "notes": ""}
     new = {"commit": "bbb", "states": {"x": {"state": "not-needed"}}, "reports": {"q": {**counts, "passed": 2}}}
@@ -180,11 +171,6 @@ def test_a_partial_cell_rerun_keeps_the_reports_it_did_not_rerun() -> None:
 
 def test_a_cell_says_how_long_its_tests_took() -> None:
     """The page's "(test minutes)" row: the sum of a cell's JUnit times; ``?`` where one is unknown."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import compatibility
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     counts = {"tests": 3, "failures": 0, "errors": 0, "skipped": 0, "passed": 3}
     assert (
         compatibility.test_minutes({"reports": {"p": {**counts, "seconds": 90}, "q": {**counts, "seconds": 60}}}) == "2"
