@@ -79,3 +79,27 @@ def test_missing_source_and_bad_edits_are_refused(tmp_path: Path) -> None:
     build = module.Factory.__dict__["build"]
     with pytest.raises(PatchRefused, match="found 0 times at line 7"):
         sp.code_at(sp.compile_module(sp.module_source(build), "<same>"), build, 7)
+
+
+def test_reproduced_source_recompiles_an_edit_and_refuses_new_free_variables(tmp_path: Path) -> None:
+    module = _load(tmp_path, "torchfix_sourcepatch_helper")
+    build = module.Factory.__dict__["build"]
+    source = sp.reproduced_source(build)
+    assert (source.start, source.stop) == (6, 10) and source.flags == sp.future_flags(build)
+    edited = [line.replace("x + n", "x * n") for line in source.lines]
+    code = source.recompile(edited, "<edited>")
+    assert not same_code(code, build.__code__) and code.co_freevars == build.__code__.co_freevars
+
+    inner = module.Factory().build(3).func  # a closure over n
+    closure = sp.reproduced_source(inner)
+    assert closure.start == 7
+    rebound = [
+        line.replace("x + n", "x + n + m").replace("return functools", "m = 1; return functools")
+        for line in closure.lines
+    ]
+    with pytest.raises(PatchRefused, match="inner: the patched code has other free variables"):
+        closure.recompile(rebound, "<rebound>")
+    with pytest.raises(PatchRefused, match="Factory.build: its source file does not reproduce"):
+        (tmp_path / "torchfix_sourcepatch_helper.py").write_text(SOURCE.replace("x + n", "x - n"))
+        linecache.checkcache(str(tmp_path / "torchfix_sourcepatch_helper.py"))
+        sp.reproduced_source(build, what="Factory.build")

@@ -14,6 +14,10 @@ code object (:meth:`torchfix_core.patching.PatchSet.swap_code`). The steps, each
    of its own (register the lines with ``linecache`` for tracebacks), :func:`code_at` takes the new
    code object of the function.
 
+:func:`reproduced_source` does steps 1 and 2 at once and returns a :class:`FunctionSource`, whose
+:meth:`~FunctionSource.recompile` does step 3 and refuses a patched function whose free variables
+differ (its closure could not be kept).
+
 The whole module is compiled, never the function alone: CPython's code generation depends on
 module-level facts (3.11 loads an attribute of an imported module with ``LOAD_ATTR`` and of any
 other global with ``LOAD_METHOD``), so only the whole text reproduces the running bytecode. Imported
@@ -26,6 +30,7 @@ import __future__
 import inspect
 import linecache
 import types
+from dataclasses import dataclass
 
 from torchfix_core.patching import PatchRefused
 from torchfix_core.probes import nested_code, same_code
@@ -98,3 +103,36 @@ def require_reproduces(func: types.FunctionType, lines: list[str], *, flags: int
             "(edited, stale or generated source)"
         )
     return start
+
+
+@dataclass(frozen=True)
+class FunctionSource:
+    """A function's module source, checked to reproduce its running code (:func:`reproduced_source`).
+
+    ``lines`` is the whole module's text (never edit it in place: copy it); ``start`` / ``stop`` are
+    the function's first and last line numbers in it (1-based); ``flags`` the module's ``__future__``
+    compiler flags."""
+
+    func: types.FunctionType
+    lines: tuple[str, ...]
+    flags: int
+    start: int
+    stop: int
+
+    def recompile(self, patched: list[str], filename: str, what: str = "") -> types.CodeType:
+        """The function's code compiled from ``patched`` (the module's lines, edited) under the pseudo
+        ``filename``; PatchRefused when the edit changed its free variables (the running closure would
+        no longer fit) or the function is no longer found where it starts."""
+        code = code_at(compile_module(patched, filename, flags=self.flags), self.func, self.start)
+        if code.co_freevars != self.func.__code__.co_freevars:
+            raise PatchRefused(f"{what or self.func.__qualname__}: the patched code has other free variables")
+        return code
+
+
+def reproduced_source(func: types.FunctionType, what: str = "") -> FunctionSource:
+    """:func:`module_source`, :func:`future_flags` and :func:`source_span` of ``func``, after
+    :func:`require_reproduces`; PatchRefused (naming ``what``) where the source cannot be trusted."""
+    lines = module_source(func)
+    flags = future_flags(func)
+    start = require_reproduces(func, lines, flags=flags, what=what)
+    return FunctionSource(func, tuple(lines), flags, start, source_span(func)[1])

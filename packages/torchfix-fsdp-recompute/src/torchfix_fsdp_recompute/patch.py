@@ -83,14 +83,7 @@ from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.patching import check_signature
-from torchfix_core.sourcepatch import (
-    code_at,
-    compile_module,
-    future_flags,
-    module_source,
-    require_reproduces,
-    source_span,
-)
+from torchfix_core.sourcepatch import reproduced_source
 from torchfix_core.tallies import counts_expression, tally
 
 from torchfix_fsdp_recompute import probes
@@ -256,11 +249,13 @@ def unshard_plan() -> Plan:
         raise PatchRefused("FSDPState has a list of param groups (torch 2.12+ layout): this backport is for 2.8-2.10")
     func = probes.hook("_pre_forward").inner
     check_signature(func, probes.PRE_FORWARD_SIGNATURE, f"{probes.MODULE}.FSDPState._pre_forward")
-    lines = module_source(func)
-    flags = future_flags(func)
-    start = require_reproduces(func, lines, flags=flags, what="FSDPState._pre_forward")
-    stop = source_span(func)[1]
-    at = [i for i in range(start - 1, stop - 2) if lines[i].strip() == BRANCH and lines[i + 1].strip() == EARLY_RETURN]
+    source = reproduced_source(func, what="FSDPState._pre_forward")
+    lines = list(source.lines)
+    at = [
+        i
+        for i in range(source.start - 1, source.stop - 2)
+        if lines[i].strip() == BRANCH and lines[i + 1].strip() == EARLY_RETURN
+    ]
     if len(at) != 1:
         raise PatchRefused(
             f"FSDPState._pre_forward: '{BRANCH} {EARLY_RETURN}' occurs {len(at)} times, expected once (unknown layout)"
@@ -269,9 +264,7 @@ def unshard_plan() -> Plan:
     pad = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
     patched = lines[:i] + [pad + text + "\n" for text in (*UPSTREAM_LINES, COUNT_LINE)] + lines[i:]
     filename = f"{FILENAME_PREFIX}{func.__code__.co_filename}>"
-    code = code_at(compile_module(patched, filename, flags=flags), func, start)
-    if code.co_freevars != func.__code__.co_freevars:
-        raise PatchRefused("FSDPState._pre_forward: the patched code has other free variables")
+    code = source.recompile(patched, filename, what="FSDPState._pre_forward")
     return Plan(func, func.__code__, code, filename, tuple(patched))
 
 

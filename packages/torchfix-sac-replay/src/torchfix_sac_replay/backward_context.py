@@ -63,14 +63,7 @@ from dataclasses import dataclass
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import nested_code
-from torchfix_core.sourcepatch import (
-    code_at,
-    compile_module,
-    future_flags,
-    module_source,
-    require_reproduces,
-    source_span,
-)
+from torchfix_core.sourcepatch import reproduced_source
 from torchfix_core.tallies import counts_expression, tally
 
 log = logging.getLogger("torchfix.backward-context")
@@ -204,10 +197,8 @@ def _inline_plan(rw: types.ModuleType) -> Plan | None:
         raise PatchRefused("CompiledFunction.backward does not read the backward context: unknown layout")
     if "copy" in backward[0].co_names:
         return None
-    module_lines = module_source(build)
-    flags = future_flags(build)
-    start = require_reproduces(build, module_lines, flags=flags, what="_AOTDispatchAutogradFunctionFactory.build")
-    stop = source_span(build)[1]
+    source = reproduced_source(build, what="_AOTDispatchAutogradFunctionFactory.build")
+    module_lines, start, stop = list(source.lines), source.start, source.stop
     at = [i for i in range(start - 1, stop) if module_lines[i].strip() == INLINE_OLD]
     if len(at) != 1:
         raise PatchRefused(
@@ -219,9 +210,7 @@ def _inline_plan(rw: types.ModuleType) -> Plan | None:
     b = _first_body_line(module_lines, start, stop)
     patched[b] = _indent(module_lines[b]) + f"{BIND_COUNTS}; {module_lines[b].lstrip()}"
     filename = f"{FILENAME_PREFIX}{original.co_filename}>"
-    code = code_at(compile_module(patched, filename, flags=flags), build, start)
-    if code.co_freevars != original.co_freevars:
-        raise PatchRefused("_AOTDispatchAutogradFunctionFactory.build: the patched code has other free variables")
+    code = source.recompile(patched, filename, what="_AOTDispatchAutogradFunctionFactory.build")
     return Plan("inline", build, original, code, filename, tuple(patched))
 
 
