@@ -114,6 +114,12 @@ def _assert_red(off: dict[str, Any]) -> None:
     assert off["losses"] == [], off
 
 
+def _assert_same_bits(run: dict[str, Any], reference: dict[str, Any]) -> None:
+    """Every step's loss and gradient norm of ``run`` is bit for bit ``reference``'s (hex floats)."""
+    assert run["losses_hex"] == reference["losses_hex"], (run["losses"], reference["losses"])
+    assert run["grad_norms_hex"] == reference["grad_norms_hex"]
+
+
 def test_hf_fsdp_mixed_precision_checkpointing_fails_without_torchfix(
     hf_on: dict[str, Any], hf_off: dict[str, Any]
 ) -> None:
@@ -131,8 +137,7 @@ def test_hf_fsdp_mixed_precision_checkpointing_trains_with_torchfix(
     assert _state(hf_on) in ("applied", "not-needed", "out-of-range"), hf_on["torchfix"]
     # the recompute reproduces the forward: the same losses and gradient norms as without checkpointing
     assert hf_reference["error"] is None and not hf_reference["checkpointing"], hf_reference
-    assert hf_on["losses_hex"] == hf_reference["losses_hex"]
-    assert hf_on["grad_norms_hex"] == hf_reference["grad_norms_hex"]
+    _assert_same_bits(hf_on, hf_reference)
     print(
         f"\ntransformers {hf_on['transformers']} Llama, torch {hf_on['torch']}, {FIX} {_state(hf_on)}: "
         f"losses {hf_on['losses'][0]:.6f} -> {hf_on['losses'][-1]:.6f}, median step "
@@ -169,8 +174,7 @@ def test_hf_losses_bit_identical_where_not_needed(hf_on: dict[str, Any], hf_off:
     assert _state(hf_on) in ("not-needed", "out-of-range"), hf_on["torchfix"]
     assert _state(hf_off) == "disabled", hf_off["torchfix"]
     assert hf_on["error"] is None and hf_off["error"] is None, (hf_on["error"], hf_off["error"])
-    assert hf_on["losses_hex"] == hf_off["losses_hex"]
-    assert hf_on["grad_norms_hex"] == hf_off["grad_norms_hex"]
+    _assert_same_bits(hf_on, hf_off)
     print(
         f"\ntorch {hf_on['torch']} ({FIX} {_state(hf_on)}): median step on "
         f"{hf_on['median_step_s'] * 1e3:.0f} ms, off {hf_off['median_step_s'] * 1e3:.0f} ms; peak RSS rank 0 "
