@@ -104,40 +104,108 @@ def test_dir_name(directory: Path) -> str:
     return directory.parent.name if directory.parent != ROOT else "cross-package"
 
 
-def run_pytest(session: nox.Session, cell: str | None = None) -> None:
+def test_jobs(default: int) -> int:
+    """How many test directories run at once: ``TORCHFIX_TEST_JOBS`` (a positive integer), else
+    ``default``. A malformed value stops the session with the value named."""
+    raw = os.environ.get("TORCHFIX_TEST_JOBS", "").strip()
+    if not raw:
+        return max(1, default)
+    if not raw.isdigit() or int(raw) < 1:
+        raise SystemExit(f"TORCHFIX_TEST_JOBS must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+def recorded_seconds(cell: str) -> dict[str, float]:
+    """Each test directory's seconds in the recorded matrix cell ``cell`` (docs/results/matrix/), or
+    nothing: the parallel runner starts the longest directories first."""
+    import json
+
+    path = ROOT / "docs" / "results" / "matrix" / f"{cell}.json"
+    if not path.is_file():
+        return {}
+    reports = json.loads(path.read_text()).get("reports", {})
+    return {name: float(counts.get("seconds", 0)) for name, counts in reports.items()}
+
+
+def run_pytest(session: nox.Session, cell: str | None = None, jobs: int = 1) -> None:
     """One pytest run per package (tests live beside each package and share file names such as
     test_contract.py), then the cross-package tests; every run must pass.
 
     With ``cell`` (a matrix cell's name) each run also writes a JUnit report, and the cell's doctor
     report and versions, under ``.matrix-results/<cell>/``; every package runs even when an earlier
-    one failed, and the session fails at the end if any did."""
+    one failed, and the session fails at the end if any did.
+
+    With ``jobs`` > 1, that many directories run at once (longest first, by the recorded cell's
+    times), each with its own ``TMPDIR`` (so its own default Inductor cache and pytest temporary
+    directories) and its output printed whole when it ends; every directory runs, and the session
+    fails at the end naming those that failed. Each run is single-process (one core), and the tests'
+    rendezvous use file stores or free ports, so directories do not share state."""
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     failed: list[str] = []
     out = start_cell(session, cell) if cell else None
     fixtures = fixture_site(session)
+    runs: list[tuple[str, list[str], dict[str, str]]] = []
     for directory in test_dirs():
         name = test_dir_name(directory)
         report = ["--junitxml", str(out / f"{name}.xml")] if out is not None else []
         own = {"PYTHONPATH": str(fixtures)} if directory.parent == family.core() and fixtures.is_dir() else {}
-        try:
-            session.run(
-                "python",
-                "-m",
-                "pytest",
-                "-q",
-                "-m",
-                "not gpu and not slow",
-                *report,
-                *session.posargs,
-                str(directory),
-                env={**env, **own},
-            )
-        except nox.command.CommandFailed:
-            if out is None:
-                raise
-            failed.append(name)
+        argv = ["python", "-m", "pytest", "-q", "-m", "not gpu and not slow", *report, *session.posargs, str(directory)]
+        runs.append((name, argv, {**env, **own}))
+    if jobs > 1 and len(runs) > 1:
+        failed = run_in_parallel(session, runs, jobs, recorded_seconds(cell or ""))
+    else:
+        for name, argv, run_env in runs:
+            try:
+                session.run(*argv, env=run_env)
+            except nox.command.CommandFailed:
+                if out is None:
+                    raise
+                failed.append(name)
     if failed:
         session.error(f"tests failed in: {', '.join(failed)}")
+
+
+def run_in_parallel(
+    session: nox.Session, runs: list[tuple[str, list[str], dict[str, str]]], jobs: int, seconds: dict[str, float]
+) -> list[str]:
+    """Run ``runs`` (name, argv, extra env), ``jobs`` at a time, longest (``seconds``) first; print
+    each one's output when it ends; return the names of those that failed."""
+    import tempfile
+    import time
+
+    if session.bin is None:  # nox's "none" backend: no interpreter of the session's own
+        session.error("parallel test runs need the session's virtualenv")
+    scratch = Path(tempfile.mkdtemp(prefix="test-dirs-", dir=session.create_tmp()))
+    base = {**os.environ, **{k: v for k, v in session.env.items() if v is not None}}
+    base["PATH"] = os.pathsep.join([session.bin, base.get("PATH", "")])
+    base["VIRTUAL_ENV"] = str(session.virtualenv.location)
+    pending = sorted(runs, key=lambda run: -seconds.get(run[0], 0.0))
+    running: list[tuple[str, subprocess.Popen[bytes], Path, float]] = []
+    failed: list[str] = []
+    while pending or running:
+        while pending and len(running) < jobs:
+            name, argv, extra = pending.pop(0)
+            tmp = scratch / name / "tmp"
+            tmp.mkdir(parents=True)
+            log = scratch / name / "output.log"
+            argv = [str(Path(session.bin) / argv[0]), *argv[1:]]
+            session.log(f"[{name}] started: {' '.join(argv[1:])}")
+            with log.open("wb") as sink:
+                process = subprocess.Popen(
+                    argv, cwd=ROOT, env={**base, **extra, "TMPDIR": str(tmp)}, stdout=sink, stderr=subprocess.STDOUT
+                )
+            running.append((name, process, log, time.monotonic()))
+        time.sleep(0.5)
+        for entry in [entry for entry in running if entry[1].poll() is not None]:
+            running.remove(entry)
+            name, process, log, began = entry
+            sys.stdout.write(log.read_text(errors="replace"))
+            sys.stdout.flush()
+            verdict = "passed" if process.returncode == 0 else f"FAILED (exit {process.returncode})"
+            session.log(f"[{name}] {verdict} in {time.monotonic() - began:.0f} s")
+            if process.returncode != 0:
+                failed.append(name)
+    return failed
 
 
 def start_cell(session: nox.Session, cell: str) -> Path:
@@ -166,7 +234,8 @@ def tests(session: nox.Session) -> None:
     install_torchfix(session)
     session.run("python", str(ROOT / "scripts" / "generate.py"), "--check")
     session.run("python", str(ROOT / "scripts" / "compatibility.py"), "--check")
-    run_pytest(session, cell=f"torch-{DEFAULT_TORCH}-py{python_version(session)}")  # the default matrix cell
+    # the default matrix cell; its directories run side by side, one per core
+    run_pytest(session, cell=f"torch-{DEFAULT_TORCH}-py{python_version(session)}", jobs=test_jobs(os.cpu_count() or 1))
 
 
 @nox.session(venv_backend="uv|virtualenv")
@@ -176,7 +245,7 @@ def tests_torch(session: nox.Session, torch: str) -> None:
     under .matrix-results/torch-<torch>-py<python>/."""
     session.install(f"torch=={torch}", *TEST_TOOLS)
     install_torchfix(session)
-    run_pytest(session, cell=f"torch-{torch}-py{python_version(session)}")
+    run_pytest(session, cell=f"torch-{torch}-py{python_version(session)}", jobs=test_jobs(1))
 
 
 @nox.session(venv_backend="uv|virtualenv", python=MATRIX_PYTHONS)
@@ -184,7 +253,7 @@ def tests_python(session: nox.Session) -> None:
     """All tests on another Python (default torch; off the CPU machine's 3.11 build, the registry's)."""
     session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS)
     install_torchfix(session)
-    run_pytest(session, cell=f"torch-{DEFAULT_TORCH}-py{python_version(session)}")
+    run_pytest(session, cell=f"torch-{DEFAULT_TORCH}-py{python_version(session)}", jobs=test_jobs(1))
 
 
 def _combinations(session: nox.Session, torch: str, selection: str) -> None:
