@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from _util import CAST, DTYPE_ERROR, UNSHARD, alone, assert_fails, assert_green, run, upstream_fixed
+from torchfix_core.testing import state_to_expect
 
 UPSTREAM = upstream_fixed()  # this torch's own code, torchfix off
 needs_bug = pytest.mark.skipif(UPSTREAM["cast"], reason="torch carries upstream PR #182580")
@@ -64,5 +65,6 @@ def test_revert_reaches_modules_sharded_while_applied() -> None:
 
 @fixed_upstream
 def test_not_needed_where_fixed_upstream() -> None:
-    """torch 2.13+: the probe finds the casts in place; the reproduction is green on torch alone."""
-    assert_green(run("cast", 1, alone(CAST, True)), fsdp_recompute_cast="not-needed")
+    """torch 2.13+: the probe finds the casts in place (``not-needed``; past the validated range the
+    range check answers first: ``out-of-range``); the reproduction is green on torch alone."""
+    assert_green(run("cast", 1, alone(CAST, True)), fsdp_recompute_cast=state_to_expect(CAST, bug_present=False))

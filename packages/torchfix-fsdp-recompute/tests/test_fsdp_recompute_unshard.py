@@ -18,6 +18,7 @@ from _util import (
     run,
     upstream_fixed,
 )
+from torchfix_core.testing import state_to_expect
 
 UPSTREAM = upstream_fixed()  # this torch's own code, torchfix off
 needs_bug = pytest.mark.skipif(UPSTREAM["unshard"], reason="torch carries upstream PR #171779")
@@ -105,5 +106,7 @@ def test_revert_of_one_fix_reaches_modules_sharded_while_applied() -> None:
 
 @fixed_upstream
 def test_not_needed_where_fixed_upstream() -> None:
-    """torch 2.11+: the probe finds upstream's unshard; the reproduction is green on torch alone."""
-    assert_green(run("unshard", 1, alone(UNSHARD, True)), fsdp_recompute_unshard="not-needed")
+    """torch 2.11+: the probe finds upstream's unshard (``not-needed``; past the validated range the
+    range check answers first: ``out-of-range``); the reproduction is green on torch alone."""
+    unshard_state = state_to_expect(UNSHARD, bug_present=False)
+    assert_green(run("unshard", 1, alone(UNSHARD, True)), fsdp_recompute_unshard=unshard_state)
