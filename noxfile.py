@@ -23,9 +23,12 @@ The default sessions use pip (which, on the CPU CI machines, finds the local CPU
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nox
@@ -118,8 +121,6 @@ def test_jobs(default: int) -> int:
 def recorded_seconds(cell: str) -> dict[str, float]:
     """Each test directory's seconds in the recorded matrix cell ``cell`` (docs/results/matrix/), or
     nothing: the parallel runner starts the longest directories first."""
-    import json
-
     path = ROOT / "docs" / "results" / "matrix" / f"{cell}.json"
     if not path.is_file():
         return {}
@@ -261,29 +262,44 @@ def _combinations(session: nox.Session, torch: str, selection: str) -> None:
     fp8-recompute's reproduction runs), no fix package: tests/combinations/ builds the fix
     distributions into wheels and installs each subset into its own target directory. Results
     (JUnit report, the selection with its groups and patch points) in .matrix-results/<cell>/."""
-    session.install(f"torch=={torch}", *TEST_TOOLS, *TE_PURE_PYTHON_DEPS)
+    session.install(f"torch=={torch}", *TEST_TOOLS, "pytest-xdist", *TE_PURE_PYTHON_DEPS)
     session.install("--no-deps", f"transformer-engine=={TE_IN_CI[0]}")
     session.install("--no-deps", "--no-build-isolation", str(family.core()))
     session.run("python", str(PACKAGES / "torchfix-fp8-recompute" / "tests" / "te_standins" / "install.py"))
     cell = "combinations" if selection == "selection" else "combinations_powerset"
     out = start_cell(session, f"{cell}-{torch}")
+    # one pytest worker per core (TORCHFIX_TEST_JOBS): the subsets' tests are independent processes;
+    # the workers share one fresh work directory (wheels, installs, probes, the full set: each made
+    # once, under a lock), and the full set's reproductions run as many at once
+    jobs = test_jobs(os.cpu_count() or 1)
+    workdir = Path(session.create_tmp()) / f"{cell}-work"
+    shutil.rmtree(workdir, ignore_errors=True)
     env = {
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
         "COMBINATIONS_SELECTION": selection,
         "COMBINATIONS_REPORT": str(out / "selection.json"),
+        "COMBINATIONS_WORKDIR": str(workdir),
+        "COMBINATIONS_JOBS": str(jobs),
     }
-    session.run(
-        "python",
-        "-m",
-        "pytest",
-        "-q",
-        "-rs",
-        "--junitxml",
-        str(out / "combinations.xml"),
-        *session.posargs,
-        str(ROOT / "tests" / "combinations"),
-        env=env,
-    )
+    workers = ["-n", str(jobs)] if jobs > 1 else []
+    started = time.monotonic()
+    try:
+        session.run(
+            "python",
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            *workers,
+            "--junitxml",
+            str(out / "combinations.xml"),
+            *session.posargs,
+            str(ROOT / "tests" / "combinations"),
+            env=env,
+        )
+    finally:  # the page's "minutes": wall time (the JUnit sum counts each worker's time)
+        run = {"wall_seconds": round(time.monotonic() - started), "workers": jobs, "cores": os.cpu_count()}
+        (out / "run.json").write_text(json.dumps(run) + "\n")
 
 
 @nox.session(venv_backend="uv|virtualenv")

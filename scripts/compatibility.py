@@ -130,6 +130,7 @@ def read_cell(folder: Path) -> dict[str, Any]:
         "reports": reports,
         "notes": " ".join(notes.read_text().split()) if notes.is_file() else "",
         **({"selection": summary} if (summary := selection_summary(folder / "selection.json")) else {}),
+        **({"run": json.loads((folder / "run.json").read_text())} if (folder / "run.json").is_file() else {}),
     }
 
 
@@ -284,7 +285,7 @@ def render_combinations(combos: dict[str, dict[str, Any]]) -> list[str]:
         ]
         for name, cell in sorted(current.items()):
             summary, counts = cell["selection"], cell["reports"].get("combinations")
-            minutes = f"{counts['seconds'] / 60:.0f}" if counts and "seconds" in counts else "?"
+            minutes = combination_minutes(cell)
             lines.append(
                 f"| {cell.get('torch') or name.split('-')[-1]} | `{cell['commit']}` | {summary['fixes']} | "
                 f"{summary['subsets']} | {summary['channels']} | {describe(counts)} | {minutes} |"
@@ -304,6 +305,17 @@ def render_combinations(combos: dict[str, dict[str, Any]]) -> list[str]:
     if not lines:
         lines.append("The combination suite (`nox -s combinations(<torch>)`) was not part of this run.")
     return lines
+
+
+def combination_minutes(cell: dict[str, Any]) -> str:
+    """A combination run's wall minutes and pytest workers (``run.json``, written by the nox session),
+    else the sum of its JUnit times (one worker's runs), else ``?``."""
+    run = cell.get("run") or {}
+    if "wall_seconds" in run:
+        workers = int(run.get("workers", 1))
+        return f"{run['wall_seconds'] / 60:.0f} ({workers} worker{'s' if workers != 1 else ''})"
+    counts = cell["reports"].get("combinations")
+    return f"{counts['seconds'] / 60:.0f}" if counts and "seconds" in counts else "?"
 
 
 def render_te(meta: dict[str, Any], te_cells: dict[str, dict[str, Any]]) -> list[str]:

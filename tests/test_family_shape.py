@@ -179,8 +179,20 @@ def test_a_cell_says_how_long_its_tests_took() -> None:
     assert compatibility.test_minutes({"reports": {}}) == "?"
 
 
+def test_a_combination_run_says_its_wall_minutes() -> None:
+    """The combination table's "minutes": the nox session's wall time and workers (``run.json``), the
+    JUnit sum where a run has none (a worker's time is counted once per worker there)."""
+    counts = {"tests": 3, "failures": 0, "errors": 0, "skipped": 0, "passed": 3, "seconds": 5400}
+    cell = {"reports": {"combinations": counts}}
+    assert compatibility.combination_minutes({**cell, "run": {"wall_seconds": 1500, "workers": 2}}) == "25 (2 workers)"
+    assert compatibility.combination_minutes({**cell, "run": {"wall_seconds": 60, "workers": 1}}) == "1 (1 worker)"
+    assert compatibility.combination_minutes(cell) == "90"
+    assert compatibility.combination_minutes({"reports": {}}) == "?"
+
+
 def test_workflow_matrices_match_the_noxfile() -> None:
-    """The workflow's job matrices (torch, Python, TransformerEngine) list what noxfile.py runs."""
+    """The workflow's job matrices (torch, combinations per torch, Python, TransformerEngine) list what
+    noxfile.py runs."""
     noxfile = (ROOT / "noxfile.py").read_text()
     workflow = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
 
@@ -189,7 +201,12 @@ def test_workflow_matrices_match_the_noxfile() -> None:
         assert match, pattern
         return re.findall(r'"([^"]+)"', match.group(1))
 
-    for nox_name, key in (("TORCH_MATRIX", "torch"), ("MATRIX_PYTHONS", "python"), ("TE_VERSIONS", "te")):
+    for nox_name, key in (
+        ("TORCH_MATRIX", "torch"),
+        ("TORCH_MATRIX", "combinations-torch"),
+        ("MATRIX_PYTHONS", "python"),
+        ("TE_VERSIONS", "te"),
+    ):
         assert listed(rf"^{nox_name} = \[(.*?)\]", noxfile) == listed(rf"^\s+{key}: \[(.*?)\]", workflow), nox_name
 
 

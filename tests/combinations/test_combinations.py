@@ -38,7 +38,8 @@ What runs (docs/design.md, "Combination suite", says why this proves what the pa
   trigger, ``after`` edge, shared patch point, or a module the other patches that the reproduction
   imports: recorded by running it) and it is applied on this torch. Where a fix is applied in the
   full set both nodes must pass; where it is not they must pass or skip by their own conditions.
-  Fixes whose reproduction cannot run here are in ``NO_REPRODUCTION_HERE`` (discovery and
+  A reproduction that needs another fix active, as its package's tests run it, gets that fix too
+  (``REPRODUCTION_NEEDS``: fp8-recompute-pairing's scenarios need fp8-recompute on TE 2.18). Fixes whose reproduction cannot run here are in ``NO_REPRODUCTION_HERE`` (discovery and
   co-existence only); every fix of the family is in exactly one of the two tables;
 * the **guard** of that argument: no fix changes a callable of torch / TransformerEngine / Magi
   that is not one of its live patches (``_patch_points.py``'s ``hidden``).
@@ -189,6 +190,16 @@ REPRODUCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
             "test_pairing_recompute.py::test_eval_module_balances_recompute_state_with_fix[eval-nonreentrant-recompute-train]",
         ),
     ),
+}
+# fix id -> {fix its reproduction needs active: why}. The reproduction runs as its package's tests
+# run it (there the package's other fixes stay on): in a subset without a needed fix, that fix is
+# switched on for the reproduction's run (discovery still sees the subset alone).
+REPRODUCTION_NEEDS: dict[str, dict[str, str]] = {
+    "fp8-recompute-pairing": {
+        "fp8-recompute": "on TE 2.18 the pairing scenarios' callables open their own FP8 autocast inside "
+        "te.checkpoint, as upstream's tests do: without fp8-recompute (TE PR #3284) their recompute raises "
+        "KeyError before the pairing is reached",
+    },
 }
 # fix id -> why its reproduction does not run in this suite's environment (discovery is still checked)
 NO_REPRODUCTION_HERE: dict[str, str] = {
@@ -501,6 +512,8 @@ def test_every_fix_has_a_reproduction_row_or_a_reason() -> None:
         f"not in the family: {sorted((set(REPRODUCTIONS) | set(NO_REPRODUCTION_HERE)) - ids)}"
     )
     by_id = {f.id: f for f in FAMILY}
+    for fix, needs in REPRODUCTION_NEEDS.items():
+        assert fix in REPRODUCTIONS and needs and set(needs) <= ids - {fix}, (fix, needs)
     for fix, (package, nodes) in REPRODUCTIONS.items():
         assert package == by_id[fix].distribution, (fix, package)
         assert nodes and all((PACKAGES / package / "tests" / n.split("::")[0]).is_file() for n in nodes), (fix, nodes)
@@ -593,5 +606,17 @@ def test_subset_discovery_order_and_reproductions(subset: selection.Subset) -> N
             row = full_set_runs()[fix]
             ok, output = row["ok"], row["output"]
         else:
-            ok, output = reproduce(fix, env)
+            ok, output = reproduce(fix, reproduction_env(fix, subset, fixes) or env)
         assert ok, f"{fix} reproduction with {subset} ({patch_points()[fix]['state']} alone):\n{output}"
+
+
+def reproduction_env(fix: str, subset: selection.Subset, fixes: list[selection.FixFacts]) -> dict[str, str] | None:
+    """The environment of ``fix``'s reproduction in ``subset`` when it needs fixes the subset lacks
+    (``REPRODUCTION_NEEDS``): the subset plus those, installed and switched on; else None (the
+    subset's own)."""
+    needed = set(REPRODUCTION_NEEDS.get(fix, {})) - set(subset)
+    if not needed:
+        return None
+    widened = tuple(sorted({*subset, *needed}))
+    dists, off = selection.realize(widened, fixes)
+    return child_env(switches(widened, off), install(dists))
