@@ -283,7 +283,7 @@ def render_combinations(combos: dict[str, dict[str, Any]]) -> list[str]:
             "| release | commit | fixes | subsets | channels | passed | minutes |",
             "|---|---|---|---|---|---|---|",
         ]
-        for name, cell in sorted(current.items()):
+        for name, cell in sorted(current.items(), key=by_release):
             summary, counts = cell["selection"], cell["reports"].get("combinations")
             minutes = combination_minutes(cell)
             lines.append(
@@ -291,7 +291,11 @@ def render_combinations(combos: dict[str, dict[str, Any]]) -> list[str]:
                 f"{summary['subsets']} | {summary['channels']} | {describe(counts)} | {minutes} |"
             )
         lines.append("")
-        lines += [f"- {c.get('torch') or n}: {c['notes']}" for n, c in sorted(current.items()) if c.get("notes")]
+        lines += [
+            f"- {c.get('torch') or n}: {c['notes']}"
+            for n, c in sorted(current.items(), key=by_release)
+            if c.get("notes")
+        ]
         lines += [""] if any(c.get("notes") for c in current.values()) else []
     for name, cell in sorted(older.items()):
         lines.append(
@@ -307,6 +311,12 @@ def render_combinations(combos: dict[str, dict[str, Any]]) -> list[str]:
     if not lines:
         lines.append("The combination suite (`nox -s combinations(<torch>)`) was not part of this run.")
     return lines
+
+
+def by_release(item: tuple[str, Any]) -> tuple[int, ...]:
+    """Sort key of a ``(cell name, cell)`` pair by the release its name ends with (``2.8.0`` < ``2.13.0``)."""
+    tail = item[0].rsplit("-", 1)[-1]
+    return tuple(int(part) for part in tail.split(".") if part.isdigit())
 
 
 def combination_minutes(cell: dict[str, Any]) -> str:

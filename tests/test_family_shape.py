@@ -188,6 +188,9 @@ def test_a_combination_run_says_its_wall_minutes() -> None:
     assert compatibility.combination_minutes({**cell, "run": {"wall_seconds": 60, "workers": 1}}) == "1 (1 worker)"
     assert compatibility.combination_minutes(cell) == "90"
     assert compatibility.combination_minutes({"reports": {}}) == "?"
+    names = ["combinations-2.13.0", "combinations-2.8.0", "combinations-2.10.0"]
+    ordered = [n for n, _ in sorted(((n, {}) for n in names), key=compatibility.by_release)]
+    assert ordered == ["combinations-2.8.0", "combinations-2.10.0", "combinations-2.13.0"]
 
 
 def test_workflow_matrices_match_the_noxfile() -> None:
