@@ -291,12 +291,10 @@ def render_combinations(combos: dict[str, dict[str, Any]]) -> list[str]:
                 f"{summary['subsets']} | {summary['channels']} | {describe(counts)} | {minutes} |"
             )
         lines.append("")
-        lines += [
-            f"- {c.get('torch') or n}: {c['notes']}"
-            for n, c in sorted(current.items(), key=by_release)
-            if c.get("notes")
+        noted = [
+            f"- {c.get('torch') or n}: {c['notes']}" for n, c in sorted(current.items(), key=by_release) if c["notes"]
         ]
-        lines += [""] if any(c.get("notes") for c in current.values()) else []
+        lines += [*noted, ""] if noted else []
     for name, cell in sorted(older.items()):
         lines.append(
             f"- `{name}` (the suite before issue 25: subsets installed, reproductions with the rest of the subset "

@@ -39,7 +39,8 @@ What runs (docs/design.md, "Combination suite", says why this proves what the pa
   imports: recorded by running it) and it is applied on this torch. Where a fix is applied in the
   full set both nodes must pass; where it is not they must pass or skip by their own conditions.
   A reproduction that needs another fix active, as its package's tests run it, gets that fix too
-  (``REPRODUCTION_NEEDS``: fp8-recompute-pairing's scenarios need fp8-recompute on TE 2.18). Fixes whose reproduction cannot run here are in ``NO_REPRODUCTION_HERE`` (discovery and
+  (``REPRODUCTION_NEEDS``: fp8-recompute-pairing's scenarios need fp8-recompute on TE 2.18).
+  Fixes whose reproduction cannot run here are in ``NO_REPRODUCTION_HERE`` (discovery and
   co-existence only); every fix of the family is in exactly one of the two tables;
 * the **guard** of that argument: no fix changes a callable of torch / TransformerEngine / Magi
   that is not one of its live patches (``_patch_points.py``'s ``hidden``).
