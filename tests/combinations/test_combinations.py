@@ -184,6 +184,14 @@ REPRODUCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
             "test_fsdp_recompute_unshard.py::test_nested_two_forwards_passes_with_fix",
         ),
     ),
+    "fp8-minmax-store": (
+        "torchfix-fp8-minmax",
+        (
+            # the emitted Triton source and the key term, read on the CPU (the miscompile needs a GPU)
+            "test_codegen.py::test_propagate_nan_codegen_fails_without_fix",
+            "test_codegen.py::test_where_codegen_passes_with_fix",
+        ),
+    ),
     "fp8-recompute-pairing": (
         "torchfix-fp8-recompute",
         (

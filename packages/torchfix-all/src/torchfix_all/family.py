@@ -8,6 +8,7 @@ FIXES = {
     "autotune": "torchfix-autotune",
     "backward-context": "torchfix-sac-replay",
     "budget-rng": "torchfix-recompute-cache",
+    "fp8-minmax-store": "torchfix-fp8-minmax",
     "fp8-recompute": "torchfix-fp8-recompute",
     "fp8-recompute-pairing": "torchfix-fp8-recompute",
     "fsdp-offload-hook": "torchfix-fsdp-offload",

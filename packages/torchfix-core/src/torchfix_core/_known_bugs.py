@@ -11,19 +11,6 @@ from __future__ import annotations
 
 KNOWN_BUGS: tuple[dict, ...] = (  # type: ignore[type-arg]
     {
-        "id": "fp8-minmax-store",
-        "summary": "Inductor's NaN-propagating min/max next to a transposed fp8 store writes garbage bytes on "
-        "some launch configs (torch 2.14/2.15)",
-        "upstream": (
-            "https://github.com/triton-lang/triton/issues/11111",
-            "https://github.com/pytorch/pytorch/pull/186933",
-            "https://github.com/pytorch/ao/pull/4652",
-        ),
-        "workaround": "torchao >= 0.18 for float8 training (it overrides Inductor's min/max codegen), with a fresh "
-        "Inductor cache directory",
-        "signatures": ({"symptom": "intermittent NaN/Inf or loss spikes in compiled float8 training, no error"},),
-    },
-    {
         "id": "act-recompile",
         "summary": "AsyncCollectiveTensor and plain Tensor inputs recompile the same graph until the recompile limit "
         "(FSDP/TP prefetch timing)",

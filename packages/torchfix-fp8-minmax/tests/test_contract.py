@@ -1,0 +1,17 @@
+"""torchfix-core's contract (import orders, idempotency, revert, env switches) for fp8-minmax-store."""
+
+from __future__ import annotations
+
+from _util import CACHE, CODEGEN, FIX, bug_codegen
+from torchfix_core.testing import FixContract
+
+
+class TestContract(FixContract):
+    fix_id = FIX
+    # the two static methods every Triton kernel's ops handler inherits, and the FX graph key's details
+    patched = [
+        (CODEGEN, "TritonOverrides.minimum"),
+        (CODEGEN, "TritonOverrides.maximum"),
+        (CACHE, "FxGraphHashDetails.__init__"),
+    ]
+    expected_state = "applied" if bug_codegen() else "not-needed"

@@ -1,0 +1,81 @@
+"""The real miscompile (triton-lang/triton#11111) on one CUDA GPU: Inductor's compiled fp8 cast with
+a transposed copy, every launch config it compiled, compared bytewise with eager.
+
+Run on a CUDA machine with torch, torchfix-core and torchfix-fp8-minmax installed:
+
+    python -m pytest packages/torchfix-fp8-minmax/tests -m gpu -v -s
+
+``_scenarios.py gpu`` runs once with the fix disabled and then once with it on, each in a fresh
+interpreter with every other torchfix fix disabled, both on one fresh ``TORCHINDUCTOR_CACHE_DIR``:
+the run with the fix must not be served the kernels the run without it cached (the key term).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from _util import FIX, assert_ok, run
+from torchfix_core.testing import outside_validated_range
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(tmp_path_factory.mktemp("inductor-cache"))
+
+
+def _gpu(fix: bool, cache_dir: Path) -> dict[str, Any]:
+    r = run("gpu", fix=fix, env={"TORCHINDUCTOR_CACHE_DIR": str(cache_dir)})
+    assert_ok(r)
+    keys = ("torch", "triton", "device", "configs_run", "configs_red", "propagate_nan_in_code", "counters", "report")
+    print(f"\ngpu scenario, fix {'on' if fix else 'off'}: " + json.dumps({k: r[k] for k in keys}))
+    for case in r["cases"]:
+        print("  case " + json.dumps(case))
+    return r
+
+
+@pytest.fixture(scope="module")
+def red(cache_dir: Path) -> dict[str, Any]:
+    return _gpu(False, cache_dir)
+
+
+@pytest.fixture(scope="module")
+def green(red: dict[str, Any], cache_dir: Path) -> dict[str, Any]:
+    return _gpu(True, cache_dir)  # after ``red``: its entries are in the cache directory
+
+
+def test_fp8_transposed_store_fails_without_fix(red: dict[str, Any], bug_present: bool) -> None:
+    if not bug_present:
+        pytest.skip("this torch emits no PropagateNan min/max")
+    outside = outside_validated_range(FIX)
+    if outside:
+        pytest.skip(f"outside the validated range ({outside}): torch 2.15 / Triton 3.9 wrote eager's bytes")
+    assert red["propagate_nan_in_code"] is True, red
+    assert red["configs_red"] > 0, red["cases"]
+
+
+def test_fp8_transposed_store_passes_with_fix(green: dict[str, Any], bug_present: bool) -> None:
+    assert green["configs_red"] == 0, green["cases"]
+    if green["state"] != "applied":
+        assert not bug_present or outside_validated_range(FIX), green
+        return
+    assert green["propagate_nan_in_code"] is False, green
+    # compiled afresh: not served the kernels the run without the fix cached
+    assert green["counters"]["fxgraph_hit"] == 0 and green["counters"]["fxgraph_miss"] > 0, green["counters"]
+
+
+def test_fp8_report_counts_with_fix(green: dict[str, Any], red: dict[str, Any]) -> None:
+    assert red["report"]["state"] == "disabled" and red["report"]["acted"] == 0, red["report"]
+    if green["state"] != "applied":
+        assert green["report"]["acted"] == 0, green["report"]
+        return
+    assert green["report"]["events"]["where-min-max-emitted"] > 0, green["report"]
+    assert green["report"]["events"]["key-changed"] > 0, green["report"]
