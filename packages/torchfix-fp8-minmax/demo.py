@@ -14,12 +14,11 @@ the key term), a few seconds per line. Outside torch 2.14 the fix stays out (``o
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from torchfix_core.testing import describe_failure, only_fix, run_json_script_timed
+from torchfix_core.testing import describe_failure, only_fix, print_recorded_gpu_run, run_json_script_timed
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "tests" / "_scenarios.py"
@@ -41,24 +40,11 @@ def gpu_line(label: str, r: dict[str, Any]) -> str:
     )
 
 
-def recorded() -> None:
-    print(f"  no CUDA GPU here; recorded on an NVIDIA H200 ({LOG.name}):")
-    if not LOG.is_file():
-        print("  (log not in this checkout)")
-        return
-    lines = LOG.read_text().splitlines()
-    print(f"    {lines[0]}")
-    for line in lines:
-        if line.startswith("gpu scenario, fix "):
-            head, _, data = line.partition(": ")
-            r = json.loads(data)
-            print(
-                f"    {head[len('gpu scenario, ') :]:<8} configs with other bytes than eager {r['configs_red']} of "
-                f"{r['configs_run']}, PropagateNan in the kernels {r['propagate_nan_in_code']}; report acted "
-                f"{r['report']['acted']}"
-            )
-        elif line.startswith(("PASSED ", "FAILED ")):
-            print(f"    {line.split('::')[-1]}: {line.split()[0]}")
+def recorded_line(label: str, r: dict[str, Any]) -> str:
+    return (
+        f"{label:<8} configs with other bytes than eager {r['configs_red']} of {r['configs_run']}, PropagateNan in "
+        f"the kernels {r['propagate_nan_in_code']}; report acted {r['report']['acted']}"
+    )
 
 
 def cpu_line(label: str, r: dict[str, Any]) -> str:
@@ -79,7 +65,7 @@ def main() -> None:
             print(gpu_line("without the fix:", _run("gpu", False, env)))
             print(gpu_line("with the fix:", _run("gpu", True, env)))
         return
-    recorded()
+    print_recorded_gpu_run(LOG, recorded_line)
     print("  CPU check of what the fix changes: the Triton source Inductor emits, and the FX graph cache key")
     print(cpu_line("without the fix:", _run("codegen", False)))
     print(cpu_line("with the fix:", _run("codegen", True)))

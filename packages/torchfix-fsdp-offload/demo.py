@@ -14,11 +14,10 @@ out (``out-of-range``; its probe says ``not-needed``) and the hooks see torch's 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from torchfix_core.testing import describe_failure, only_fix, run_json_script_timed
+from torchfix_core.testing import describe_failure, only_fix, print_recorded_gpu_run, run_json_script_timed
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "tests" / "_scenarios.py"
@@ -40,25 +39,13 @@ def gpu_line(label: str, r: dict[str, Any]) -> str:
     )
 
 
-def recorded() -> None:
-    print(f"  no CUDA GPU here; recorded on an NVIDIA H200 ({LOG.name}):")
-    if not LOG.is_file():
-        print("  (log not in this checkout)")
-        return
-    lines = LOG.read_text().splitlines()
-    print(f"    {lines[0]}")
-    for line in lines:
-        if line.startswith("gpu scenario, fix "):
-            head, _, data = line.partition(": ")
-            r = json.loads(data)
-            stale = ", ".join(str(t["stale"]) for t in r["trials"])
-            diff = max(t["max_abs_diff"] for t in r["trials"])
-            print(
-                f"    {head[len('gpu scenario, ') :]:<8} stale hook gradients per step {stale} (of {r['params']}), "
-                f"max abs diff {diff:.3g}; report acted {r['report']['acted']}"
-            )
-        elif line.startswith(("PASSED ", "FAILED ")):
-            print(f"    {line.split('::')[-1]}: {line.split()[0]}")
+def recorded_line(label: str, r: dict[str, Any]) -> str:
+    stale = ", ".join(str(t["stale"]) for t in r["trials"])
+    diff = max(t["max_abs_diff"] for t in r["trials"])
+    return (
+        f"{label:<8} stale hook gradients per step {stale} (of {r['params']}), max abs diff {diff:.3g}; "
+        f"report acted {r['report']['acted']}"
+    )
 
 
 def cpu_line(label: str, r: dict[str, Any]) -> str:
@@ -77,7 +64,7 @@ def main() -> None:
         print(gpu_line("without the fix:", _run("gpu", False)))
         print(gpu_line("with the fix:", _run("gpu", True)))
         return
-    recorded()
+    print_recorded_gpu_run(LOG, recorded_line)
     print("  CPU check of the mechanism (gloo, 1 rank): the flag foreach_reduce reads while the hooks run")
     print(cpu_line("without the fix:", _run("flip", False)))
     print(cpu_line("with the fix:", _run("flip", True)))

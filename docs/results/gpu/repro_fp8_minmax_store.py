@@ -21,6 +21,11 @@ No torchao here. Two parts, each run in its own process per mode:
   ``tl.minimum/maximum(..., PropagateNan.ALL)`` and once with the ``tl.where`` form.
 
 Usage: ``python repro_fp8_minmax_store.py``; prints JSON lines and a summary; exit status 0.
+
+The cast, the run over every launcher with its bytewise comparison, and the launcher bookkeeping are imported from the package's GPU
+test (``packages/torchfix-fp8-minmax/tests/_scenarios.py``, which needs nothing of torchfix for
+them). The logs of 2026-12-02/03 were made by this script's self-contained version (commit
+bc89b41), the same code.
 """
 
 from __future__ import annotations
@@ -30,7 +35,12 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
+
+# the compiled cast, the run over every launcher and the launcher bookkeeping are the package's GPU test's
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "packages" / "torchfix-fp8-minmax" / "tests"))
+from _scenarios import _cast, _differing, _every_launcher, _keep_launchers  # noqa: E402
 
 SHAPES = [(4096, 4096), (8192, 1024), (1024, 8192), (2048, 5120), (768, 3072), (3072, 768), (1000, 1000), (257, 4096)]
 
@@ -54,45 +64,6 @@ def _patch_where_form() -> None:
     TritonOverrides.maximum = staticmethod(maximum)
 
 
-def _stash_launchers() -> list[Any]:
-    """Record every CachingAutotuner with all its launchers before autotuning drops all but one."""
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
-    seen: list[Any] = []
-    original = CachingAutotuner._make_launchers
-
-    def _make_launchers(self: Any) -> Any:
-        result = original(self)
-        if self.launchers and not any(s is self for s, _ in seen):
-            seen.append((self, list(self.launchers)))
-        return result
-
-    CachingAutotuner._make_launchers = _make_launchers
-    for name in ("_release_static_launchers_except", "_close_static_launcher", "_close_compiled_kernel"):
-        # torch 2.15 unloads the losing launchers after autotuning; keep them all runnable.
-        if hasattr(CachingAutotuner, name):
-            setattr(CachingAutotuner, name, staticmethod(lambda *args, **kwargs: None))
-    return seen
-
-
-def _cast(g: Any, dt: Any) -> tuple[Any, Any]:
-    import torch
-
-    fmax = torch.finfo(dt).max
-    amax = g.abs().amax().float()
-    scale = fmax / amax.clamp(min=1e-12)
-    y = (g.float() * scale).clamp(-fmax, fmax).to(dt)
-    return y, y.t().contiguous()
-
-
-def _bytes_bad(out: Any, ref: Any) -> dict[str, int]:
-    import torch
-
-    nonfinite = int((~torch.isfinite(out.float())).sum().item())
-    diff = int((out.view(torch.uint8) != ref.view(torch.uint8)).sum().item())
-    return {"bytes_diff": diff, "nonfinite": nonfinite}
-
-
 def inductor_child(mode: str) -> dict[str, Any]:
     import torch
     import torch._inductor.config as iconfig
@@ -101,7 +72,7 @@ def inductor_child(mode: str) -> dict[str, Any]:
     iconfig.max_autotune_pointwise = True
     if mode == "patched":
         _patch_where_form()
-    stash = _stash_launchers()
+    stash = _keep_launchers()
     torch._dynamo.config.recompile_limit = 64
     from torch._inductor.codegen.triton import TritonOverrides
 
@@ -117,26 +88,7 @@ def inductor_child(mode: str) -> dict[str, Any]:
             ref_y, ref_t = _cast(g, dt)
             fn = torch.compile(_cast, dynamic=False)
             fn(g, dt)
-            configs_run = 0
-            red = []
-            for kernel, launchers in list(stash):
-                for launcher in launchers:
-                    kernel.launchers = [launcher]
-                    if hasattr(kernel, "_cached_launcher"):
-                        kernel._cached_launcher = None
-                    y, yt = fn(g, dt)
-                    torch.cuda.synchronize()
-                    configs_run += 1
-                    by, bt = _bytes_bad(y, ref_y), _bytes_bad(yt, ref_t)
-                    if by["bytes_diff"] or bt["bytes_diff"]:
-                        red.append(
-                            {
-                                "kernel": getattr(getattr(kernel, "fn", None), "__name__", "?"),
-                                "config": str(launcher.config),
-                                "contiguous": by,
-                                "transposed": bt,
-                            }
-                        )
+            configs_run, red = _every_launcher(fn, (g, dt), stash, (ref_y, ref_t))
             rows.append(
                 {
                     "dtype": str(dt),
@@ -224,7 +176,7 @@ def triton_child(mode: str) -> dict[str, Any]:
                         )
                         torch.cuda.synchronize()
                         total += 1
-                        by, bt = _bytes_bad(y, ref_y), _bytes_bad(yt, ref_t)
+                        by, bt = _differing(y, ref_y), _differing(yt, ref_t)
                         if by["bytes_diff"] or bt["bytes_diff"]:
                             red += 1
                             if len(examples) < 4:

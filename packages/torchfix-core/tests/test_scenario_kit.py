@@ -79,3 +79,27 @@ def test_fixture_pair_runs_each_side_once_per_scope(with_fix: dict[str, Any], wi
 
 def test_fixture_pair_is_cached_in_its_scope(with_fix: dict[str, Any], without_fix: dict[str, Any]) -> None:
     assert sorted(_CALLS) == [False, True], _CALLS
+
+
+def test_recorded_gpu_run_prints_versions_scenarios_and_outcomes(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "gpu.log"
+    log.write_text(
+        "torch 9.9 H200\nnoise\n"
+        'gpu scenario, fix off: {"red": 3}\n'
+        'gpu scenario, fix on: {"red": 0}\n'
+        "PASSED pkg/tests/test_gpu.py::test_fails_without_fix\n"
+        "FAILED pkg/tests/test_gpu.py::test_passes_with_fix - assert\n"
+    )
+    kit.print_recorded_gpu_run(log, lambda label, r: f"{label}: red {r['red']}")
+    assert capsys.readouterr().out.splitlines() == [
+        "  no CUDA GPU here; recorded on an NVIDIA H200 (gpu.log):",
+        "    torch 9.9 H200",
+        "    fix off: red 3",
+        "    fix on: red 0",
+        "    test_fails_without_fix: PASSED",
+        "    test_passes_with_fix - assert: FAILED",
+    ]
+    kit.print_recorded_gpu_run(tmp_path / "absent.log", lambda label, r: "")
+    assert "(log not in this checkout)" in capsys.readouterr().out

@@ -35,20 +35,14 @@ FIX = "fp8-minmax-store"
 GPU_SHAPES = [(4096, 4096), (1000, 1000), (768, 3072), (257, 4096)]
 
 
-def _state() -> str:
-    try:
-        import torchfix_core
-    except ImportError:
-        return "absent"
-    return next((str(r.state) for r in torchfix_core.status() if r.id == FIX), "absent")
-
-
 def _report() -> dict[str, Any]:
-    try:
-        from torchfix_core.testing import report_of
-    except ImportError:
-        return {"state": "absent", "acted": 0, "events": {}}
+    from torchfix_core.testing import report_of  # here: the helpers below also serve torchfix-free scripts
+
     return report_of(FIX)
+
+
+def _state() -> str:
+    return str(_report()["state"])
 
 
 def _triton_version() -> str | None:
@@ -174,6 +168,32 @@ def _keep_launchers() -> list[tuple[Any, list[Any]]]:
     return kept
 
 
+def _every_launcher(
+    fn: Any, args: tuple[Any, ...], kept: list[tuple[Any, list[Any]]], refs: tuple[Any, Any]
+) -> tuple[int, list[dict[str, Any]]]:
+    """Run ``fn(*args)`` once per launcher of every kernel in ``kept`` (that one swapped in, the other
+    kernels on the launcher they hold) and compare its two outputs bytewise with ``refs``: the number
+    of runs and, per run with any byte different, the kernel, its config and both comparisons."""
+    import torch
+
+    configs_run, red = 0, []
+    for kernel, launchers in list(kept):
+        for launcher in launchers:
+            kernel.launchers = [launcher]
+            if hasattr(kernel, "_cached_launcher"):
+                kernel._cached_launcher = None
+            y, yt = fn(*args)
+            torch.cuda.synchronize()
+            configs_run += 1
+            contiguous, transposed = _differing(y, refs[0]), _differing(yt, refs[1])
+            if contiguous["bytes_diff"] or transposed["bytes_diff"]:
+                name = getattr(getattr(kernel, "fn", None), "__name__", "?")
+                red.append(
+                    {"kernel": name, "config": str(launcher.config), "contiguous": contiguous, "transposed": transposed}
+                )
+    return configs_run, red
+
+
 def gpu() -> dict[str, Any]:
     import torch
     import torch._inductor.config as inductor_config
@@ -196,19 +216,7 @@ def gpu() -> dict[str, Any]:
             fn = torch.compile(_cast, dynamic=False)
             _, code = run_and_get_code(fn, g, dtype)
             propagate_nan_in_code |= any("PropagateNan" in c for c in code)
-            configs_run, red = 0, []
-            for kernel, launchers in list(kept):
-                for launcher in launchers:
-                    kernel.launchers = [launcher]
-                    if hasattr(kernel, "_cached_launcher"):
-                        kernel._cached_launcher = None
-                    y, yt = fn(g, dtype)
-                    torch.cuda.synchronize()
-                    configs_run += 1
-                    contiguous, transposed = _differing(y, ref_y), _differing(yt, ref_t)
-                    if contiguous["bytes_diff"] or transposed["bytes_diff"]:
-                        name = getattr(getattr(kernel, "fn", None), "__name__", "?")
-                        red.append({"kernel": name, "config": str(launcher.config), "transposed": transposed})
+            configs_run, red = _every_launcher(fn, (g, dtype), kept, (ref_y, ref_t))
             cases.append(
                 {
                     "dtype": str(dtype),

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from _util import FIX, assert_ok, bug_codegen, run
 from torchfix_core.testing import outside_validated_range
+from torchfix_core.testing.fixtures import with_and_without_fix
 
 
 @pytest.fixture(scope="session")
@@ -16,18 +17,14 @@ def bug_present() -> bool:
     return bug_codegen()
 
 
-@pytest.fixture(scope="session")
-def codegen_without() -> dict[str, Any]:
-    """``_scenarios.py codegen`` with the fix disabled (torch's own codegen)."""
-    r = run("codegen", fix=False)
+def _codegen(fix: bool) -> dict[str, Any]:
+    """``_scenarios.py codegen`` with the fix on or disabled; with it on outside its validated range,
+    forced past the range check (``TORCHFIX_FORCE``) so that the probe decides."""
+    forced = {"TORCHFIX_FORCE": FIX} if fix and outside_validated_range(FIX) else {}
+    r = run("codegen", fix=fix, env=forced)
     assert_ok(r)
     return r
 
 
-@pytest.fixture(scope="session")
-def codegen_with() -> dict[str, Any]:
-    """``_scenarios.py codegen`` with the fix on; outside its validated range, forced past the range
-    check (``TORCHFIX_FORCE``) so that the probe decides."""
-    r = run("codegen", fix=True, env={"TORCHFIX_FORCE": FIX} if outside_validated_range(FIX) else {})
-    assert_ok(r)
-    return r
+#: ``codegen_with`` / ``codegen_without``: the two ``codegen`` runs, each made once a session
+codegen_with, codegen_without = with_and_without_fix(_codegen, scope="session")

@@ -10,8 +10,9 @@ lifecycle guarantees for every fix, each case in a fresh Python subprocess::
 
 Scenario scripts (:mod:`torchfix_core.testing._scenario`): :func:`run_json_script` runs one in a
 fresh interpreter from :func:`clean_environ` (no ``TORCHFIX_*`` variable of the caller's) and returns
-the JSON object it prints last; :func:`only_fix` leaves one fix alone on or off. Pytest fixtures live
-in :mod:`torchfix_core.testing.fixtures` (it imports pytest; nothing here does).
+the JSON object it prints last; :func:`only_fix` leaves one fix alone on or off;
+:func:`print_recorded_gpu_run` prints a recorded GPU run for a demo on a machine without a GPU.
+Pytest fixtures live in :mod:`torchfix_core.testing.fixtures` (it imports pytest; nothing here does).
 
 Signature tests (:mod:`torchfix_core.testing._explain`): :func:`failure_text` turns a red run's
 result into the error text Python printed, :func:`assert_explained` runs ``torchfix-doctor explain``
@@ -55,6 +56,7 @@ from torchfix_core.testing._scenario import (
     describe_failure,
     fix_switch,
     only_fix,
+    print_recorded_gpu_run,
     run_json_script,
     run_json_script_timed,
 )
@@ -78,6 +80,7 @@ __all__ = [
     "only_fix",
     "outside_validated_range",
     "override_targets",
+    "print_recorded_gpu_run",
     "report_of",
     "run_case",
     "run_json_script",

@@ -16,7 +16,8 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 #: A stderr tail longer than this is cut from the front in a failure message.
 STDERR_TAIL = 6000
@@ -93,3 +94,26 @@ def describe_failure(result: Mapping[str, Any], width: int = 100) -> str:
     first = (str(result.get("error", "")).splitlines() or [""])[0]
     kind = str(result.get("error_type", "error")).rsplit(".", 1)[-1]
     return f"{kind}: {first[:width]}"
+
+
+def print_recorded_gpu_run(
+    log: Path, describe: Callable[[str, dict[str, Any]], str], *, machine: str = "an NVIDIA H200"
+) -> None:
+    """For a demo on a machine without a GPU: print what a recorded GPU test run showed.
+
+    ``log`` is the raw output of ``pytest -m gpu -s -rA`` on a fix's ``test_gpu.py`` whose
+    scenarios print ``gpu scenario, fix on: {json}`` / ``fix off``; its first line (the versions)
+    is printed, then ``describe(label, result)`` for each scenario line (``label`` is ``fix on`` or
+    ``fix off``) and each test's PASSED / FAILED line. A missing log is said, not raised."""
+    print(f"  no CUDA GPU here; recorded on {machine} ({log.name}):")
+    if not log.is_file():
+        print("  (log not in this checkout)")
+        return
+    lines = log.read_text().splitlines()
+    print(f"    {lines[0]}")
+    for line in lines:
+        if line.startswith("gpu scenario, fix "):
+            head, _, data = line.partition(": ")
+            print(f"    {describe(head[len('gpu scenario, ') :], json.loads(data))}")
+        elif line.startswith(("PASSED ", "FAILED ")):
+            print(f"    {line.split('::')[-1]}: {line.split()[0]}")
