@@ -8,7 +8,7 @@ page shows of that cell: commit, versions, each fix's state and reason, test cou
 the page can be regenerated after re-running only some cells (a new fix, one torch release):
 ``--write`` first records every cell found under ``.matrix-results/`` (replacing that cell's file),
 then renders the page from all recorded cells. A fix that was not installed in an older cell shows
-``absent: not in this run`` there until that cell is re-run.
+``absent: not in this run`` there, and ``--check`` fails, until that cell is re-run.
 
 A matrix run leaves one folder per cell under ``.matrix-results/`` (``torch-2.12.0-py3.11``, ...;
 ``te-2.18.0``, ... from the ``te(VERSION)`` sessions, rendered as a TransformerEngine table;
@@ -435,6 +435,12 @@ def check(meta: dict[str, Any]) -> list[str]:
         for key in ("torch_matrix", "te_matrix"):
             if recorded.get(key) != meta[key]:
                 problems.append(f"{key.replace('_', ' ')}: page has {recorded.get(key)}, noxfile {meta[key]}")
+    # no "absent" cell: every recorded torch cell ran every fix of the family (a new fix re-runs each
+    # cell, at least partially: MATRIX_ONLY=<its package>)
+    for name, cell in load_cells("torch-").items():
+        absent = sorted(f["id"] for f in meta["fixes"] if f["id"] not in cell["states"])
+        if absent:
+            problems.append(f"cell {name} has no run of {', '.join(absent)} (absent): re-run that cell")
     # a recorded state must agree with the validated range of the library version it was recorded on
     # (columns are headed "torch 2.12.0" or "transformer_engine 2.18.0")
     for fix in meta["fixes"]:

@@ -147,6 +147,11 @@ def test_compatibility_page_is_current_and_drift_is_caught() -> None:
     assert any(meta["fixes"][1]["id"] in p and "9.9.9" in p for p in problems), problems
     assert any(meta["fixes"][0]["id"] in p and "on torch" in p and "range >=9.0" in p for p in problems), problems
 
+    # a fix that no recorded torch cell ran (a new fix) makes every cell stale: "absent" is never shown
+    added = {**meta, "fixes": [*meta["fixes"], {**meta["fixes"][0], "id": "new-fix"}]}
+    absent = [p for p in compatibility.check(added) if "has no run of new-fix (absent)" in p]
+    assert len(absent) == len(compatibility.load_cells("torch-")) > 0, absent
+
     # the TransformerEngine table is checked the same way: its matrix, and states against TE ranges
     te_fix = next(i for i, f in enumerate(meta["fixes"]) if "transformer_engine" in f["targets"])
     changed = {**meta, "te_matrix": [*meta["te_matrix"], "9.9.9"], "fixes": [dict(f) for f in meta["fixes"]]}

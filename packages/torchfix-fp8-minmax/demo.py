@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from torchfix_core.testing import describe_failure, only_fix, print_recorded_gpu_run, run_json_script_timed
+from torchfix_core.testing import DemoCheck, only_fix, print_gpu_fix_demo, run_json_script_timed
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "tests" / "_scenarios.py"
 FIX = "fp8-minmax-store"
+TITLE = "torchfix-fp8-minmax: Inductor's PropagateNan min/max next to transposed fp8 stores (Triton 3.8)"
 LOG = HERE.parent.parent / "docs" / "results" / "gpu" / "fp8-minmax-store-tests-torch-2.14.1.log"
 
 
@@ -30,13 +31,10 @@ def _run(scenario: str, fix: bool, env: dict[str, str] | None = None) -> dict[st
     return run_json_script_timed([SCENARIOS, scenario], env={**only_fix(FIX, fix), **(env or {})}, timeout=600)
 
 
-def gpu_line(label: str, r: dict[str, Any]) -> str:
-    if not r["ok"]:
-        return f"  {label:<18} {describe_failure(r, 100)}"
+def gpu_figures(r: Mapping[str, Any]) -> str:
     return (
-        f"  {label:<18} torch {r['torch']} / Triton {r['triton']}, fix {r['state']}: launch configs writing other "
-        f"bytes than eager {r['configs_red']} of {r['configs_run']}; PropagateNan in the kernels: "
-        f"{r['propagate_nan_in_code']}"
+        f"torch {r['torch']} / Triton {r['triton']}, fix {r['state']}: launch configs writing other bytes than "
+        f"eager {r['configs_red']} of {r['configs_run']}; PropagateNan in the kernels: {r['propagate_nan_in_code']}"
     )
 
 
@@ -47,28 +45,27 @@ def recorded_line(label: str, r: dict[str, Any]) -> str:
     )
 
 
-def cpu_line(label: str, r: dict[str, Any]) -> str:
-    if not r["ok"]:
-        return f"  {label:<18} {describe_failure(r, 100)}"
+def cpu_figures(r: Mapping[str, Any]) -> str:
     term = "none" if r["fx_key_term"] is None else "the tl.where codegen"
-    return f"  {label:<18} torch {r['torch']}, fix {r['state']}: minimum -> {r['minimum']}; key term: {term}"
+    return f"torch {r['torch']}, fix {r['state']}: minimum -> {r['minimum']}; key term: {term}"
+
+
+def gpu_check(cache: str) -> DemoCheck:
+    """Both GPU runs on one Inductor cache: the run with the fix must not reuse the unpatched kernels."""
+    intro = "compiled fp8 cast with a transposed copy, every launch config, bytewise against eager:"
+    return DemoCheck(intro, lambda fix: _run("gpu", fix, {"TORCHINDUCTOR_CACHE_DIR": cache}), gpu_figures)
+
+
+CPU_CHECK = DemoCheck(
+    "CPU check of what the fix changes: the Triton source Inductor emits, and the FX graph cache key",
+    lambda fix: _run("codegen", fix),
+    cpu_figures,
+)
 
 
 def main() -> None:
-    import torch
-
-    print("== torchfix-fp8-minmax: Inductor's PropagateNan min/max next to transposed fp8 stores (Triton 3.8) ==")
-    if torch.cuda.is_available():
-        print("  compiled fp8 cast with a transposed copy, every launch config, bytewise against eager:")
-        with tempfile.TemporaryDirectory() as cache:
-            env = {"TORCHINDUCTOR_CACHE_DIR": cache}
-            print(gpu_line("without the fix:", _run("gpu", False, env)))
-            print(gpu_line("with the fix:", _run("gpu", True, env)))
-        return
-    print_recorded_gpu_run(LOG, recorded_line)
-    print("  CPU check of what the fix changes: the Triton source Inductor emits, and the FX graph cache key")
-    print(cpu_line("without the fix:", _run("codegen", False)))
-    print(cpu_line("with the fix:", _run("codegen", True)))
+    with tempfile.TemporaryDirectory() as cache:
+        print_gpu_fix_demo(TITLE, gpu=gpu_check(cache), recorded=(LOG, recorded_line), cpu=CPU_CHECK)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,14 @@ out (``out-of-range``; its probe says ``not-needed``) and the hooks see torch's 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from torchfix_core.testing import describe_failure, only_fix, print_recorded_gpu_run, run_json_script_timed
+from torchfix_core.testing import DemoCheck, only_fix, print_gpu_fix_demo, run_json_script_timed
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "tests" / "_scenarios.py"
 FIX = "fsdp-offload-hook"
+TITLE = "torchfix-fsdp-offload: FSDP2 CPUOffloadPolicy(pin_memory=True) + post-accumulate-grad hooks"
 LOG = HERE.parent.parent / "docs" / "results" / "gpu" / "fsdp-offload-hook-tests-torch-2.11.0.log"
 
 
@@ -29,12 +30,10 @@ def _run(scenario: str, fix: bool) -> dict[str, Any]:
     return run_json_script_timed([SCENARIOS, scenario], env=only_fix(FIX, fix), timeout=600)
 
 
-def gpu_line(label: str, r: dict[str, Any]) -> str:
-    if not r["ok"]:
-        return f"  {label:<18} {describe_failure(r, 100)}"
+def gpu_figures(r: Mapping[str, Any]) -> str:
     stale = ", ".join(str(t["stale"]) for t in r["trials"])
     return (
-        f"  {label:<18} torch {r['torch']}, fix {r['state']}: hooks that read a stale gradient per step: "
+        f"torch {r['torch']}, fix {r['state']}: hooks that read a stale gradient per step: "
         f"{stale} (of {r['params']}); counted {r['report']['acted']}"
     )
 
@@ -48,26 +47,25 @@ def recorded_line(label: str, r: dict[str, Any]) -> str:
     )
 
 
-def cpu_line(label: str, r: dict[str, Any]) -> str:
-    if not r["ok"]:
-        return f"  {label:<18} {describe_failure(r, 100)}"
+def cpu_figures(r: Mapping[str, Any]) -> str:
     seen = "; ".join(f"{h['param']} {'unpinned' if not h['pin'][h['param']] else 'pinned'}" for h in r["hooks"][:2])
-    return f"  {label:<18} torch {r['torch']}, fix {r['state']}, {r['seconds']:.1f} s: inside the hooks {seen}"
+    return f"torch {r['torch']}, fix {r['state']}, {r['seconds']:.1f} s: inside the hooks {seen}"
+
+
+GPU_CHECK = DemoCheck(
+    "a hook on every parameter clones the CPU gradient it is handed; compared with the final one:",
+    lambda fix: _run("gpu", fix),
+    gpu_figures,
+)
+CPU_CHECK = DemoCheck(
+    "CPU check of the mechanism (gloo, 1 rank): the flag foreach_reduce reads while the hooks run",
+    lambda fix: _run("flip", fix),
+    cpu_figures,
+)
 
 
 def main() -> None:
-    import torch
-
-    print("== torchfix-fsdp-offload: FSDP2 CPUOffloadPolicy(pin_memory=True) + post-accumulate-grad hooks ==")
-    if torch.cuda.is_available():
-        print("  a hook on every parameter clones the CPU gradient it is handed; compared with the final one:")
-        print(gpu_line("without the fix:", _run("gpu", False)))
-        print(gpu_line("with the fix:", _run("gpu", True)))
-        return
-    print_recorded_gpu_run(LOG, recorded_line)
-    print("  CPU check of the mechanism (gloo, 1 rank): the flag foreach_reduce reads while the hooks run")
-    print(cpu_line("without the fix:", _run("flip", False)))
-    print(cpu_line("with the fix:", _run("flip", True)))
+    print_gpu_fix_demo(TITLE, gpu=GPU_CHECK, recorded=(LOG, recorded_line), cpu=CPU_CHECK)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Mapping
 
 import pytest
 from torchfix_core import testing as kit
@@ -62,6 +62,15 @@ def test_describe_failure_names_the_error_type_and_first_line() -> None:
     assert kit.describe_failure({"error": "x" * 300}, width=10) == "error: " + "x" * 10
 
 
+def test_demo_line_describes_a_run_and_shows_a_failure_by_its_error() -> None:
+    def describe(r: Mapping[str, Any]) -> str:
+        return f"red {r['red']}"
+
+    assert kit.demo_line("without:", describe, {"ok": True, "red": 3}) == "  without:" + " " * 10 + " red 3"
+    failed = {"ok": False, "error_type": "builtins.RuntimeError", "error": "boom\ntrace"}
+    assert kit.demo_line("with:", describe, failed) == "  with:" + " " * 13 + " RuntimeError: boom"
+
+
 _CALLS: list[bool] = []
 
 
@@ -103,3 +112,69 @@ def test_recorded_gpu_run_prints_versions_scenarios_and_outcomes(
     ]
     kit.print_recorded_gpu_run(tmp_path / "absent.log", lambda label, r: "")
     assert "(log not in this checkout)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_gpu_fix_demo_runs_the_gpu_check_or_shows_the_recorded_run_and_the_cpu_check(
+    cuda: bool, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    log = tmp_path / "gpu.log"
+    log.write_text('torch 9.9 H200\ngpu scenario, fix off: {"red": 3}\n')
+
+    def check(kind: str) -> kit.DemoCheck:
+        return kit.DemoCheck(f"{kind} check:", lambda fix: {"ok": True, "fix": fix}, lambda r: f"{kind} {r['fix']}")
+
+    kit.print_gpu_fix_demo(
+        "title",
+        gpu=check("gpu"),
+        recorded=(log, lambda label, r: f"{label}: red {r['red']}"),
+        cpu=check("cpu"),
+    )
+    kind = "gpu" if cuda else "cpu"
+    recorded = (
+        []
+        if cuda
+        else ["  no CUDA GPU here; recorded on an NVIDIA H200 (gpu.log):", "    torch 9.9 H200", "    fix off: red 3"]
+    )
+    assert capsys.readouterr().out.splitlines() == [
+        "== title ==",
+        *recorded,
+        f"  {kind} check:",
+        f"  {'without the fix:':<18} {kind} False",
+        f"  {'with the fix:':<18} {kind} True",
+    ]
+
+
+def test_applied_where_decides_the_contract_state_once_and_lazily() -> None:
+    calls: list[int] = []
+
+    def check(present: bool) -> Any:
+        return lambda: calls.append(1) or present
+
+    class Present(kit.FixContract):
+        fix_id = "x"
+        patched = []
+        expected_state = kit.applied_where(check(True))
+
+    class Absent(kit.FixContract):
+        fix_id = "y"
+        patched = []
+        expected_state = kit.applied_where(check(False))
+
+    assert calls == []  # nothing called at class creation (collection)
+    assert Present.expected_state == "applied" and Present().expected_state == "applied"
+    assert Absent().expected_state == "not-needed"
+    assert len(calls) == 2
+
+
+def test_applied_report_checks_a_green_run_both_where_the_bug_is_and_is_not() -> None:
+    applied = {"ok": True, "report": {"state": "applied", "acted": 2, "events": {"e": 2}}}
+    idle = {"ok": True, "report": {"state": "not-needed", "acted": 0, "events": {}}}
+    assert kit.applied_report(applied, True) == applied["report"]
+    assert kit.applied_report(idle, False) is None
+    for result, present in ((idle, True), (applied, False), ({**applied, "ok": False}, True)):
+        with pytest.raises(AssertionError):
+            kit.applied_report(result, present)

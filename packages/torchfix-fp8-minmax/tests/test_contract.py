@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from _util import CACHE, CODEGEN, FIX, bug_codegen
-from torchfix_core.testing import FixContract
+from torchfix_core.testing import FixContract, applied_where
 
 
 class TestContract(FixContract):
@@ -14,4 +14,4 @@ class TestContract(FixContract):
         (CODEGEN, "TritonOverrides.maximum"),
         (CACHE, "FxGraphHashDetails.__init__"),
     ]
-    expected_state = "applied" if bug_codegen() else "not-needed"
+    expected_state = applied_where(bug_codegen)

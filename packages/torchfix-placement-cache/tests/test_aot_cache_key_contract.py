@@ -4,7 +4,7 @@ aot-hop-body-key."""
 from __future__ import annotations
 
 from _aot_cache_key_util import AUTOCAST, HOP_BODY, autocast_bug_present, hop_bug_present
-from torchfix_core.testing import FixContract
+from torchfix_core.testing import FixContract, applied_where
 
 
 class TestAotAutocastKeyContract(FixContract):
@@ -12,10 +12,8 @@ class TestAotAutocastKeyContract(FixContract):
     # AOTAutogradCacheDetails.__init__, wrapped to record the autocast state after torch's own init
     patched = [("torch._functorch._aot_autograd.autograd_cache", "AOTAutogradCacheDetails.__init__")]
 
-    @property
-    def expected_state(self) -> str:  # type: ignore[override]
-        # applied where torch's key ignores the autocast dtype (2.8-2.12), not-needed on 2.13+
-        return "applied" if autocast_bug_present() else "not-needed"
+    # applied where torch's key ignores the autocast dtype (2.8-2.12), not-needed on 2.13+
+    expected_state = applied_where(autocast_bug_present)
 
 
 class TestAotHopBodyKeyContract(FixContract):
@@ -23,8 +21,6 @@ class TestAotHopBodyKeyContract(FixContract):
     # the module function autograd_cache_key calls, wrapped to check nested graph bodies too
     patched = [("torch._functorch._aot_autograd.autograd_cache", "check_cacheable")]
 
-    @property
-    def expected_state(self) -> str:  # type: ignore[override]
-        # applied where check_cacheable checks the root graph only (2.11-2.15; 2.10 is out of range,
-        # where the contract expects out-of-range at import torch and this from a forced probe)
-        return "applied" if hop_bug_present() else "not-needed"
+    # applied where check_cacheable checks the root graph only (2.11-2.15; 2.10 is out of range,
+    # where the contract expects out-of-range at import torch and this from a forced probe)
+    expected_state = applied_where(hop_bug_present)

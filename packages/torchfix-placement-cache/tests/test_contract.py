@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from _placement_cache_util import bug_present
-from torchfix_core.testing import FixContract
+from torchfix_core.testing import FixContract, applied_where
 
 
 class TestContract(FixContract):
@@ -12,4 +12,4 @@ class TestContract(FixContract):
     # what the probe decides: applied where torch's DTensor key ignores the local shape (2.12-2.15),
     # not-needed on 2.11 and (forced) on 2.10, where the fix is out-of-range at import (the kit
     # expects that there and skips the cases that apply through the range check)
-    expected_state = "applied" if bug_present() else "not-needed"
+    expected_state = applied_where(bug_present)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from torchfix_core.testing import FixContract, run_json_script
+from torchfix_core.testing import FixContract, applied_where, run_json_script
 
 SCENARIOS = Path(__file__).resolve().parent / "_budget_rng_scenarios.py"
 
@@ -23,4 +23,4 @@ class TestBudgetRngContract(FixContract):
     fix_id = "budget-rng"
     # the module global min_cut_rematerialization_partition calls by name
     patched = [("torch._functorch.partitioners", "choose_saved_values_set")]
-    expected_state = "applied" if _dropout_recomputed_at_budget() else "not-needed"
+    expected_state = applied_where(_dropout_recomputed_at_budget)

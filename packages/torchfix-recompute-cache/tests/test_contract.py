@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from torchfix_core.testing import FixContract, run_json_script
+from torchfix_core.testing import FixContract, applied_where, run_json_script
 
 SCENARIOS = Path(__file__).resolve().parent / "_scenarios.py"
 
@@ -29,7 +29,7 @@ HAS_SWITCH = hasattr(getattr(torch._C, "_dynamo", None) and torch._C._dynamo.eva
 class TestContract(FixContract):
     fix_id = "recompute-cache"
     patched = [_HOOK_INIT, _LRU_SWITCH]
-    expected_state = "applied" if _lru_reorders_by_default() else "not-needed"
+    expected_state = applied_where(_lru_reorders_by_default)
 
     @pytest.mark.skipif(not HAS_SWITCH, reason="torch has no _set_lru_cache: forcing the fix is refused here")
     def test_contract_forced_out_of_range(self) -> None:

@@ -24,13 +24,14 @@ from typing import Any
 import pytest
 from torchfix_core.testing import (
     assert_explained_both_ways,
+    assert_silent_signatures,
     explain_json,
     failure_text,
-    fix_spec,
     only_fix,
     outside_validated_range,
     run_json_script,
 )
+from torchfix_core.testing.fixtures import with_and_without_fix
 
 TESTS = Path(__file__).resolve().parent
 RECOMPUTE = "recompute-cache"
@@ -56,24 +57,23 @@ def budget_run(args: list[str], fix: bool, cache: Path) -> dict[str, Any]:
 # -- recompute-cache ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def recompute_red() -> dict[str, Any]:
+def _recompute_checked(fix: bool) -> dict[str, Any]:
+    """``two_checkpointed_blocks`` with the fix on (must pass, gradients matching) or off (must fail
+    with the CheckpointError of the bug); a skip outside the fix's validated range."""
     if not RECOMPUTE_IN_RANGE:
         pytest.skip(f"torch outside {RECOMPUTE}'s validated range")
-    r = recompute_run("two_checkpointed_blocks", False)
-    assert r["ok"] is False and r["error_type"] == "torch.utils.checkpoint.CheckpointError", (
-        f"the bug did not reproduce on torch {r['torch']}: {r}"
-    )
+    r = recompute_run("two_checkpointed_blocks", fix)
+    if fix:
+        assert r["ok"] is True and r["grads_match"] is True, r
+    else:
+        assert r["ok"] is False and r["error_type"] == "torch.utils.checkpoint.CheckpointError", (
+            f"the bug did not reproduce on torch {r['torch']}: {r}"
+        )
     return r
 
 
-@pytest.fixture(scope="module")
-def recompute_green() -> dict[str, Any]:
-    if not RECOMPUTE_IN_RANGE:
-        pytest.skip(f"torch outside {RECOMPUTE}'s validated range")
-    r = recompute_run("two_checkpointed_blocks", True)
-    assert r["ok"] is True and r["grads_match"] is True, r
-    return r
+#: ``recompute_green`` / ``recompute_red``: the checked runs, once a module each
+recompute_green, recompute_red = with_and_without_fix(_recompute_checked)
 
 
 def test_recompute_cache_red_run_is_explained_not_installed_and_disabled(recompute_red: dict[str, Any]) -> None:
@@ -112,8 +112,7 @@ def test_recompute_cache_process_without_checkpoint_counts_nothing() -> None:
 
 
 def test_budget_rng_signature_is_a_symptom() -> None:
-    signatures = fix_spec(BUDGET).signatures
-    assert signatures and all(s.silent for s in signatures), signatures
+    assert_silent_signatures(BUDGET)
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,8 @@ import torch._higher_order_ops.wrap
 from conftest import scenario
 from storage_key_scenarios import bug_present as storage_key_bug_present
 from storage_key_scenarios import run as run_storage_key
-from torchfix_core.testing import assert_explained_both_ways, failure_text, state_to_expect
+from torchfix_core.testing import applied_report, assert_explained_both_ways, failure_text, state_to_expect
+from torchfix_core.testing.fixtures import with_and_without_fix
 
 BACKWARD_CONTEXT = "backward-context"
 STORAGE_KEY = "sac-storage-key"
@@ -43,14 +44,8 @@ def _red(result: dict[str, Any], present: bool, fix_id: str) -> dict[str, Any]:
 
 
 # -- sac-replay ------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def guard_miss_without() -> dict[str, Any]:
-    return scenario("guard_miss", fix=False)
-
-
-@pytest.fixture(scope="module")
-def guard_miss_with() -> dict[str, Any]:
-    return scenario("guard_miss", fix=True)
+#: ``guard_miss_with`` / ``guard_miss_without``: ``sac_scenarios.py guard_miss``, once a module each
+guard_miss_with, guard_miss_without = with_and_without_fix(lambda fix: scenario("guard_miss", fix=fix))
 
 
 def test_sac_replay_red_run_is_explained(guard_miss_without: dict[str, Any], bug_present: bool) -> None:
@@ -86,14 +81,8 @@ def storage_key_present() -> bool:
     return storage_key_bug_present()
 
 
-@pytest.fixture(scope="module")
-def upstream_without() -> dict[str, Any]:
-    return run_storage_key("upstream", fix=False)
-
-
-@pytest.fixture(scope="module")
-def upstream_with() -> dict[str, Any]:
-    return run_storage_key("upstream", fix=True)
+#: ``upstream_with`` / ``upstream_without``: ``storage_key_scenarios.py upstream``, once a module each
+upstream_with, upstream_without = with_and_without_fix(lambda fix: run_storage_key("upstream", fix=fix))
 
 
 @needs_hop
@@ -120,12 +109,9 @@ def test_sac_storage_key_message_alone_is_not_claimed(
 def test_sac_storage_key_green_runs_report_keyed_regions(
     upstream_with: dict[str, Any], storage_key_present: bool
 ) -> None:
-    report = upstream_with["report"]
-    assert upstream_with["ok"], upstream_with.get("traceback")
-    if not storage_key_present:
-        assert report["state"] != "applied" and report["acted"] == 0, report
+    report = applied_report(upstream_with, storage_key_present)
+    if report is None:
         return
-    assert report["state"] == "applied", report
     assert report["events"]["keyed-region-queue"] > 0, report
     # the silent symptom (wrong gradient, no error): the report is the proof the fix acted there
     silent = run_storage_key("silent", fix=True)
@@ -176,12 +162,9 @@ def test_backward_context_red_run_is_explained(concurrent_without: dict[str, Any
 
 @needs_python_backend
 def test_backward_context_green_run_reports_copies(concurrent_with: dict[str, Any], context_bug_present: bool) -> None:
-    report = concurrent_with["report"]
-    assert concurrent_with["ok"], concurrent_with.get("traceback")
-    if not context_bug_present:
-        assert report["state"] != "applied" and report["acted"] == 0, report
+    report = applied_report(concurrent_with, context_bug_present)
+    if report is None:
         return
-    assert report["state"] == "applied", report
     # the measured backward runs two compiled backwards, the warm-up two more: each in its own copy
     assert report["events"]["copied-context"] >= 2, report
 

@@ -50,6 +50,8 @@ def report() -> dict[str, Any]:
     for row in _registry.status():
         data = counted.get(row.id)
         events = data.as_dict() if data is not None else {"events": {}, "details": {}}
+        counts = events["events"]
+        acted = sum(counts.values()) if isinstance(counts, dict) else 0
         fixes.append(
             {
                 "id": row.id,
@@ -57,7 +59,7 @@ def report() -> dict[str, Any]:
                 "reason": row.reason,
                 "distribution": row.distribution,
                 "version": row.version,
-                "acted": sum(events["events"].values()),  # type: ignore[union-attr]
+                "acted": acted,
                 **events,
             }
         )

@@ -6,19 +6,23 @@ lifecycle guarantees for every fix, each case in a fresh Python subprocess::
     class TestContract(FixContract):
         fix_id = "my-fix"
         patched = [("torch.utils.checkpoint", "_CheckpointFrame.__init__")]
-        expected_state = "applied"        # or a property deciding from the live probe
+        expected_state = "applied"        # or applied_where(bug_present): the test's own check decides
 
 Scenario scripts (:mod:`torchfix_core.testing._scenario`): :func:`run_json_script` runs one in a
 fresh interpreter from :func:`clean_environ` (no ``TORCHFIX_*`` variable of the caller's) and returns
 the JSON object it prints last; :func:`only_fix` leaves one fix alone on or off;
-:func:`print_recorded_gpu_run` prints a recorded GPU run for a demo on a machine without a GPU.
+:func:`print_recorded_gpu_run` prints a recorded GPU run for a demo on a machine without a GPU,
+and :func:`demo_line` formats one scenario result as a demo's line (its error where it failed);
+:func:`print_gpu_fix_demo` is the whole demo section of a fix whose bug shows on a GPU (:class:`DemoCheck`).
 Pytest fixtures live in :mod:`torchfix_core.testing.fixtures` (it imports pytest; nothing here does).
 
 Signature tests (:mod:`torchfix_core.testing._explain`): :func:`failure_text` turns a red run's
 result into the error text Python printed, :func:`assert_explained` runs ``torchfix-doctor explain``
 on it (``isolated=True``: nothing but the core and the family's catalog importable, so no fix
 installed and no torch), :func:`assert_explained_both_ways` checks one red run's output both
-``not-installed`` and ``disabled``, and :func:`report_of` is a scenario script's view of one fix's row of ``torchfix_core.report()``.
+``not-installed`` and ``disabled``, :func:`assert_silent_signatures` checks a silent symptom's
+signatures, :func:`applied_report` checks a green run's report row, and :func:`report_of` is a scenario script's view of one fix's row of
+``torchfix_core.report()``.
 
 The test hooks (:mod:`torchfix_core.testing._introspect`) read the core's state without private
 names: :func:`fix_spec`, :func:`import_triggers`, :func:`live_patches`, :func:`waiting_hooks`,
@@ -28,6 +32,7 @@ names: :func:`fix_spec`, :func:`import_triggers`, :func:`live_patches`, :func:`w
 from torchfix_core.testing._contract import (
     CASES,
     FixContract,
+    applied_where,
     assert_inert_without,
     assert_version_does_not_decide,
     run_case,
@@ -36,8 +41,10 @@ from torchfix_core.testing._contract import (
     status_without_library,
 )
 from torchfix_core.testing._explain import (
+    applied_report,
     assert_explained,
     assert_explained_both_ways,
+    assert_silent_signatures,
     explain_json,
     failure_text,
     report_of,
@@ -51,11 +58,14 @@ from torchfix_core.testing._introspect import (
     waiting_hooks,
 )
 from torchfix_core.testing._scenario import (
+    DemoCheck,
     ScenarioFailed,
     clean_environ,
+    demo_line,
     describe_failure,
     fix_switch,
     only_fix,
+    print_gpu_fix_demo,
     print_recorded_gpu_run,
     run_json_script,
     run_json_script_timed,
@@ -63,13 +73,18 @@ from torchfix_core.testing._scenario import (
 
 __all__ = [
     "CASES",
+    "DemoCheck",
     "FixContract",
     "ScenarioFailed",
+    "applied_report",
+    "applied_where",
     "assert_explained",
     "assert_explained_both_ways",
     "assert_inert_without",
+    "assert_silent_signatures",
     "assert_version_does_not_decide",
     "clean_environ",
+    "demo_line",
     "describe_failure",
     "explain_json",
     "failure_text",
@@ -80,6 +95,7 @@ __all__ = [
     "only_fix",
     "outside_validated_range",
     "override_targets",
+    "print_gpu_fix_demo",
     "print_recorded_gpu_run",
     "report_of",
     "run_case",

@@ -145,10 +145,26 @@ def state_to_expect(fix_id: str, bug_present: bool) -> str:
     return "applied" if bug_present else "not-needed"
 
 
+class applied_where:  # noqa: N801 - read as a declaration: ``expected_state = applied_where(bug_present)``
+    """A :class:`FixContract`'s ``expected_state`` decided by the test's own check of the bug:
+    ``"applied"`` where ``bug_present()`` is true, else ``"not-needed"``. ``bug_present`` (the
+    test's reproduction or live check, never the fix's probe) is called once, when a case first
+    runs, not at collection, so an expensive check costs nothing where the contract is deselected."""
+
+    def __init__(self, bug_present: Callable[[], bool]) -> None:
+        self._bug_present = bug_present
+        self._state: str | None = None
+
+    def __get__(self, instance: object, owner: type | None = None) -> str:
+        if self._state is None:
+            self._state = "applied" if self._bug_present() else "not-needed"
+        return self._state
+
+
 class FixContract:
     """Mix-in of contract tests. Set ``fix_id`` and ``patched``; override ``expected_state``
     (``"applied"`` or ``"not-needed"``: what the probe decides) where the bug is absent on the
-    installed version.
+    installed version, usually as ``expected_state = applied_where(bug_present)``.
 
     On a library outside the fix's validated range (e.g. torch 2.10 for a fix validated from 2.11)
     the fix must stay ``out-of-range`` at ``import torch``; the cases that apply it through its

@@ -131,6 +131,33 @@ def assert_explained(text: str, fix_id: str, state: str, **options: Any) -> dict
     return match
 
 
+def assert_silent_signatures(fix_id: str, *phrases: str) -> None:
+    """A fix whose symptom is silent (a wrong value, no error): every signature it declares is a
+    symptom without an error pattern (so explain cannot claim it from a log, and the report's
+    ``acted`` count is the proof the fix acted), and each of ``phrases`` is in some symptom."""
+    from torchfix_core.testing._introspect import fix_spec
+
+    signatures = fix_spec(fix_id).signatures
+    assert signatures and all(s.silent for s in signatures), signatures
+    symptoms = " ".join(s.symptom for s in signatures)
+    missing = [phrase for phrase in phrases if phrase not in symptoms]
+    assert not missing, f"{fix_id}: no symptom names {missing}: {symptoms!r}"
+
+
+def applied_report(result: Mapping[str, Any], bug_present: bool) -> dict[str, Any] | None:
+    """A green run's report row (a scenario result with ``ok`` and ``report``, see :func:`report_of`):
+    the run passed; where the bug is absent the fix was not applied and counted nothing (``None`` is
+    returned: nothing more to check); where it is present, the fix was applied and its row is
+    returned for the caller's event checks."""
+    report: dict[str, Any] = result["report"]
+    assert result["ok"], result.get("traceback") or result.get("error")
+    if not bug_present:
+        assert report["state"] != "applied" and report["acted"] == 0, report
+        return None
+    assert report["state"] == "applied", report
+    return report
+
+
 def report_of(fix_id: str) -> dict[str, Any]:
     """In a scenario script: ``fix_id``'s row of ``torchfix_core.report()`` (``acted``, ``events``,
     ``state``), JSON-ready; ``{"acted": 0, "state": "absent"}`` if the fix is not installed."""

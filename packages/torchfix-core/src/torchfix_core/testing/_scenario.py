@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -96,6 +97,14 @@ def describe_failure(result: Mapping[str, Any], width: int = 100) -> str:
     return f"{kind}: {first[:width]}"
 
 
+def demo_line(label: str, describe: Callable[[Mapping[str, Any]], str], result: Mapping[str, Any]) -> str:
+    """One line of a demo's output for a scenario result: ``label`` padded to 18 characters, then
+    ``describe(result)`` where the scenario ran (``result["ok"]``), else :func:`describe_failure`
+    (so a failed scenario is shown by its error, never by fields it may lack)."""
+    body = describe(result) if result.get("ok") else describe_failure(result, 100)
+    return f"  {label:<18} {body}"
+
+
 def print_recorded_gpu_run(
     log: Path, describe: Callable[[str, dict[str, Any]], str], *, machine: str = "an NVIDIA H200"
 ) -> None:
@@ -117,3 +126,40 @@ def print_recorded_gpu_run(
             print(f"    {describe(head[len('gpu scenario, ') :], json.loads(data))}")
         elif line.startswith(("PASSED ", "FAILED ")):
             print(f"    {line.split('::')[-1]}: {line.split()[0]}")
+
+
+@dataclass(frozen=True)
+class DemoCheck:
+    """One check of a GPU fix's demo: ``intro`` (printed first), ``run(fix)`` (the scenario in a
+    fresh interpreter, the fix on or off; a failed run is a result, not an exception) and
+    ``figures(result)`` (what a successful result shows, one line)."""
+
+    intro: str
+    run: Callable[[bool], Mapping[str, Any]]
+    figures: Callable[[Mapping[str, Any]], str]
+
+    def print_without_and_with(self) -> None:
+        print(f"  {self.intro}")
+        for label, fix in (("without the fix:", False), ("with the fix:", True)):
+            print(demo_line(label, self.figures, self.run(fix)))
+
+
+def print_gpu_fix_demo(
+    title: str,
+    *,
+    gpu: DemoCheck,
+    recorded: tuple[Path, Callable[[str, dict[str, Any]], str]],
+    cpu: DemoCheck,
+) -> None:
+    """The demo section of a fix whose bug shows on a GPU: ``title``, then with a CUDA GPU the
+    ``gpu`` check without and with the fix; without one, the recorded GPU run (``recorded``: the
+    log and the line formatter for :func:`print_recorded_gpu_run`) and the ``cpu`` check of what
+    the fix changes. Imports torch (to ask for a GPU) when called, not at import."""
+    import torch
+
+    print(f"== {title} ==")
+    if torch.cuda.is_available():
+        gpu.print_without_and_with()
+        return
+    print_recorded_gpu_run(*recorded)
+    cpu.print_without_and_with()
