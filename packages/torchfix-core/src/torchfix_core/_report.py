@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 FILE_GLOB = "torchfix-report-*.json"
 FORMAT = "torchfix-report/1"
@@ -50,8 +50,7 @@ def report() -> dict[str, Any]:
     for row in _registry.status():
         data = counted.get(row.id)
         events = data.as_dict() if data is not None else {"events": {}, "details": {}}
-        counts = events["events"]
-        acted = sum(counts.values()) if isinstance(counts, dict) else 0
+        acted = sum(cast("dict[str, int]", events["events"]).values())
         fixes.append(
             {
                 "id": row.id,

@@ -142,6 +142,11 @@ def state_to_expect(fix_id: str, bug_present: bool) -> str:
     from the test's own reproduction or live check, never from the fix's probe."""
     if outside_validated_range(fix_id):
         return "out-of-range"
+    return _probe_decision(bug_present)
+
+
+def _probe_decision(bug_present: bool) -> str:
+    """What a fix's probe must decide: ``applied`` where the bug is present, else ``not-needed``."""
     return "applied" if bug_present else "not-needed"
 
 
@@ -157,7 +162,7 @@ class applied_where:  # noqa: N801 - read as a declaration: ``expected_state = a
 
     def __get__(self, instance: object, owner: type | None = None) -> str:
         if self._state is None:
-            self._state = "applied" if self._bug_present() else "not-needed"
+            self._state = _probe_decision(self._bug_present())
         return self._state
 
 

@@ -131,14 +131,16 @@ def assert_explained(text: str, fix_id: str, state: str, **options: Any) -> dict
     return match
 
 
-def assert_silent_signatures(fix_id: str, *phrases: str) -> None:
+def assert_silent_signatures(fix_id: str, *phrases: str, count: int | None = None) -> None:
     """A fix whose symptom is silent (a wrong value, no error): every signature it declares is a
     symptom without an error pattern (so explain cannot claim it from a log, and the report's
-    ``acted`` count is the proof the fix acted), and each of ``phrases`` is in some symptom."""
+    ``acted`` count is the proof the fix acted), there are ``count`` of them (any number, at least
+    one, if ``None``), and each of ``phrases`` is in some symptom."""
     from torchfix_core.testing._introspect import fix_spec
 
     signatures = fix_spec(fix_id).signatures
     assert signatures and all(s.silent for s in signatures), signatures
+    assert count is None or len(signatures) == count, signatures
     symptoms = " ".join(s.symptom for s in signatures)
     missing = [phrase for phrase in phrases if phrase not in symptoms]
     assert not missing, f"{fix_id}: no symptom names {missing}: {symptoms!r}"
