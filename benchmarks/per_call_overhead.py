@@ -24,7 +24,6 @@ reached on this machine, the wrapper factory applied to a stand-in function: sai
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -36,6 +35,7 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402  (the aot-fallback trigger, torch._dynamo.aot_compile)
 import torchfix_core  # noqa: E402
+from _timing import timing_arguments  # noqa: E402
 
 Row = tuple[str, str, float, float, str]
 
@@ -197,10 +197,7 @@ def fp8_recompute(number: int, repeat: int) -> list[Row]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=2000)
-    parser.add_argument("--repeat", type=int, default=101)
-    args = parser.parse_args()
+    args = timing_arguments(__doc__, number=2000, repeat=101)
     try:
         load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     except OSError:

@@ -21,7 +21,6 @@ Prints three tables:
 
 from __future__ import annotations
 
-import argparse
 import functools
 import itertools
 import os
@@ -35,6 +34,7 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 import torchfix_core  # noqa: E402
+from _timing import timing_arguments  # noqa: E402
 
 SET_LRU = torch._C._dynamo.eval_frame._set_lru_cache
 
@@ -132,10 +132,7 @@ def fix_cost_table(number: int, repeat: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=20000)
-    parser.add_argument("--repeat", type=int, default=15)
-    args = parser.parse_args()
+    args = timing_arguments(__doc__, number=20000, repeat=15)
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs")
     lookup_table((1, 2, 4, 8, 16), args.number, args.repeat)
     recompile_table()

@@ -17,13 +17,13 @@ Each figure is the difference to the same function without the counting line. As
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 import time
 import timeit
 from typing import Callable
 
+from _timing import timing_arguments
 from torchfix_core.tallies import tally
 
 ACTED = tally("benchmark-fix", "acted")
@@ -70,10 +70,7 @@ def best_ns(fn: Callable[[int], int], number: int, repeat: int, baseline: Callab
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=15)
-    args = parser.parse_args()
+    args = timing_arguments(__doc__, number=1_000_000, repeat=15)
     print(f"Python {platform.python_version()} on {platform.machine()}, {args.repeat} x {args.number} calls")
     rows = [
         ("COUNTS[event] += 1 (exact dict, what fixes use)", best_ns(_counted, args.number, args.repeat, _empty)),

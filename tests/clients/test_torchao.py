@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import torch
 from torchfix_core.testing import outside_validated_range, run_json_script
+from torchfix_core.testing.fixtures import with_and_without_fix
 
 torchao = pytest.importorskip("torchao", reason="torchao is not installed")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -29,21 +30,14 @@ JOB = Path(__file__).with_name("torchao_job.py")
 FIX = "fp8-minmax-store"
 
 
-def _job(disable: bool) -> dict[str, Any]:
-    r = run_json_script([JOB, "--steps", "3"], env={"TORCHFIX_DISABLE": FIX} if disable else {}, timeout=900)
+def _job(fix: bool) -> dict[str, Any]:
+    r = run_json_script([JOB, "--steps", "3"], env={} if fix else {"TORCHFIX_DISABLE": FIX}, timeout=900)
     assert r["ok"] is True, f"{r.get('error_type')}: {r.get('error')}\n{r.get('traceback', '')}"
-    print(f"\ntorchao job, torchfix {'off' if disable else 'on'}: " + json.dumps(r))
+    print(f"\ntorchao job, torchfix {'on' if fix else 'off'}: " + json.dumps(r))
     return r
 
 
-@pytest.fixture(scope="module")
-def without() -> dict[str, Any]:
-    return _job(True)
-
-
-@pytest.fixture(scope="module")
-def with_fix() -> dict[str, Any]:
-    return _job(False)
+with_fix, without = with_and_without_fix(_job)  # each a module fixture: one job with / without the fix
 
 
 def _bug_codegen(r: dict[str, Any]) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import torch
 from _util import assert_ok, run
+from torchfix_core.testing.fixtures import with_and_without_fix
 
 pytestmark = [
     pytest.mark.gpu,
@@ -35,14 +36,7 @@ def _gpu(fix: bool) -> dict[str, Any]:
     return r
 
 
-@pytest.fixture(scope="module")
-def red() -> dict[str, Any]:
-    return _gpu(False)
-
-
-@pytest.fixture(scope="module")
-def green() -> dict[str, Any]:
-    return _gpu(True)
+green, red = with_and_without_fix(_gpu)  # each a module fixture: one GPU run with / without the fix
 
 
 def test_offload_hook_grads_fails_without_fix(red: dict[str, Any], bug_present: bool) -> None:

@@ -19,7 +19,7 @@ skip with the reason. ``magi-cache-key`` needs MagiCompiler installed.
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from torchfix_core.testing import (
@@ -44,6 +44,19 @@ def _needs_range(fix_id: str) -> None:
         pytest.skip(f"{fix_id} is outside its validated range here: {reason}")
 
 
+_RUN_NAME = {False: "red", True: "green"}
+
+
+def _red_green(fix_id: str, bug_present: Callable[[], bool], no_bug: str, run: Callable[[bool], Any]) -> dict[str, Any]:
+    """``{"red": run(False), "green": run(True)}``: ``fix_id``'s reproduction without and with the
+    fix, in that order; skipped where the fix is outside its validated range, or where
+    ``bug_present()`` says this torch has no bug (``no_bug`` says why)."""
+    _needs_range(fix_id)
+    if not bug_present():
+        pytest.skip(no_bug)
+    return {name: run(fix) for fix, name in _RUN_NAME.items()}
+
+
 def _assert_counted_nothing(report: dict[str, Any], fix_id: str) -> None:
     assert report["state"] == "disabled" and report["acted"] == 0, (fix_id, report)
 
@@ -56,13 +69,12 @@ def placement_runs() -> dict[str, list[dict[str, Any]]]:
     from _multirank import run_job
     from _placement_cache_util import bug_present
 
-    _needs_range(PLACEMENT)
-    if not bug_present():
-        pytest.skip("torch's DTensor AOTAutograd key tells uneven local shards apart here (no false hit)")
-    return {
-        "red": run_job("uneven", world=2, env=only_fix(PLACEMENT, False)),
-        "green": run_job("uneven", world=2, env=only_fix(PLACEMENT, True)),
-    }
+    return _red_green(
+        PLACEMENT,
+        bug_present,
+        "torch's DTensor AOTAutograd key tells uneven local shards apart here (no false hit)",
+        lambda fix: run_job("uneven", world=2, env=only_fix(PLACEMENT, fix)),
+    )
 
 
 def _placement_failure(runs: dict[str, list[dict[str, Any]]]) -> str:
@@ -140,13 +152,12 @@ def test_magi_cache_key_report_counts_changed_keys(magi_runs: dict[str, Any]) ->
 def bypass_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     from _aot_bypass_key_util import SEEDED, bug_present, run
 
-    _needs_range(BYPASS)
-    if not bug_present():
-        pytest.skip("torch's fallback key is already unique per call here (or there is none)")
-    return {
-        "red": run(SEEDED, tmp_path_factory.mktemp("bypass-red"), fix=False),
-        "green": run(SEEDED, tmp_path_factory.mktemp("bypass-green"), fix=True),
-    }
+    return _red_green(
+        BYPASS,
+        bug_present,
+        "torch's fallback key is already unique per call here (or there is none)",
+        lambda fix: run(SEEDED, tmp_path_factory.mktemp(f"bypass-{_RUN_NAME[fix]}"), fix=fix),
+    )
 
 
 def test_aot_bypass_key_report_counts_changed_keys(bypass_runs: dict[str, dict[str, Any]]) -> None:
@@ -168,14 +179,14 @@ def test_aot_bypass_key_red_run_counts_nothing_and_shows_the_symptom(bypass_runs
 def autocast_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     from _aot_cache_key_util import autocast_bug_present, run
 
-    _needs_range(AUTOCAST)
-    if not autocast_bug_present():
-        pytest.skip("torch keys the autocast dtype itself here")
-    dtypes = "bfloat16,float16"
-    return {
-        "red": run(AUTOCAST, False, tmp_path_factory.mktemp("autocast-red"), "autocast_runs", dtypes),
-        "green": run(AUTOCAST, True, tmp_path_factory.mktemp("autocast-green"), "autocast_runs", dtypes),
-    }
+    return _red_green(
+        AUTOCAST,
+        autocast_bug_present,
+        "torch keys the autocast dtype itself here",
+        lambda fix: run(
+            AUTOCAST, fix, tmp_path_factory.mktemp(f"autocast-{_RUN_NAME[fix]}"), "autocast_runs", "bfloat16,float16"
+        ),
+    )
 
 
 def test_aot_autocast_key_report_counts_changed_keys(autocast_runs: dict[str, dict[str, Any]]) -> None:
@@ -202,13 +213,12 @@ def test_aot_autocast_key_red_run_counts_nothing_and_shows_the_symptom(
 def hop_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     from _aot_cache_key_util import hop_bug_present, run
 
-    _needs_range(HOP_BODY)
-    if not hop_bug_present():
-        pytest.skip("check_cacheable checks nested bodies here")
-    return {
-        fix: run(HOP_BODY, fix == "green", tmp_path_factory.mktemp(f"hop-{fix}"), "checkpointed", "opaque")
-        for fix in ("red", "green")
-    }
+    return _red_green(
+        HOP_BODY,
+        hop_bug_present,
+        "check_cacheable checks nested bodies here",
+        lambda fix: run(HOP_BODY, fix, tmp_path_factory.mktemp(f"hop-{_RUN_NAME[fix]}"), "checkpointed", "opaque"),
+    )
 
 
 def test_aot_hop_body_key_report_counts_bypassed_bodies(hop_runs: dict[str, dict[str, Any]]) -> None:
