@@ -13,21 +13,28 @@ CAST = "fsdp-recompute-cast"
 UNSHARD = "fsdp-recompute-unshard"
 MODULE = "torch.distributed.fsdp._fully_shard._fsdp_state"
 
-#: Upstream's fixes, seen in torch's own code with torchfix off (never through the fixes' probes):
-#: PR #182580 added ``FSDPState._cast_forward_inputs``; PR #171779 made ``_pre_forward`` read
-#: ``is_unsharded``.
+#: Upstream's fixes, read from torch's own source file, never from the live class: a fix may have
+#: replaced ``FSDPState._pre_forward`` in this interpreter (the combination suite applies a subset's
+#: other fixes in every interpreter, also under ``TORCHFIX_AUTOLOAD=0``, and fsdp-recompute-cast
+#: patches the method whose code the unshard check reads). PR #182580 added
+#: ``FSDPState._cast_forward_inputs``; PR #171779 made ``_pre_forward`` read ``is_unsharded``.
 _UPSTREAM = f"""
-import json, torch
-from {MODULE} import FSDPState
-pre = FSDPState.__dict__["_pre_forward"].__wrapped__
-print(json.dumps({{"cast": "_cast_forward_inputs" in FSDPState.__dict__,
-                  "unshard": "is_unsharded" in pre.__code__.co_names}}))
+import ast, importlib.util, json, os
+root = importlib.util.find_spec("torch").submodule_search_locations[0]
+path = os.path.join(root, *"{MODULE}".split(".")[1:]) + ".py"
+with open(path, encoding="utf-8") as handle:
+    tree = ast.parse(handle.read())
+[state] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "FSDPState"]
+methods = {{n.name: n for n in state.body if isinstance(n, ast.FunctionDef)}}
+reads = {{n.attr for n in ast.walk(methods["_pre_forward"]) if isinstance(n, ast.Attribute)}}
+print(json.dumps({{"cast": "_cast_forward_inputs" in methods, "unshard": "is_unsharded" in reads}}))
 """
 
 
 @functools.cache
 def upstream_fixed() -> dict[str, bool]:
-    """``{"cast": ..., "unshard": ...}``: whether this torch carries upstream's fix of each bug."""
+    """``{"cast": ..., "unshard": ...}``: whether this torch carries upstream's fix of each bug, from
+    its source file (without importing torch)."""
     return run_json_script(["-c", _UPSTREAM], env={"TORCHFIX_AUTOLOAD": "0"}, timeout=300)
 
 
