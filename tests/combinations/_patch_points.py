@@ -16,6 +16,11 @@ other code only through its live patches). Around each apply, every callable in 
 patched libraries' modules and of their classes (functions, classes, methods, static/class methods,
 properties, and each function's ``__code__``) is snapshotted; one that changed and is not a live
 patch of the fix is listed. The suite fails on any.
+
+``reach``: where each live patch can be met (``selection.FixFacts.reach``, :func:`reach_of`).
+
+``python _patch_points.py --apply-imports ID``: in a fresh interpreter, import ID's trigger modules,
+apply ID alone and print (one JSON line) the modules its apply imported beyond them.
 """
 
 from __future__ import annotations
@@ -91,6 +96,59 @@ def _reaches(value: object, function: object) -> bool:
     return target is function
 
 
+def code_key(code: types.CodeType) -> str:
+    """How the suite's recorder names a code object it saw run: ``file:first line:name``."""
+    return f"{code.co_filename}:{code.co_firstlineno}:{code.co_name}"
+
+
+def _dynamo_calls_it(function: types.FunctionType) -> bool:
+    """Dynamo, meeting ``function`` in traced code, calls it as it is (a graph break: a skipped
+    file's function), rather than tracing its bytecode or handling it by identity (torch's rule
+    tables). Only then does the function matter solely where its code runs. Unknown: False."""
+    try:
+        from torch._dynamo import trace_rules
+        from torch._dynamo.variables import SkipFunctionVariable
+
+        return trace_rules.lookup(function) is SkipFunctionVariable
+    except Exception:  # another layout of Dynamo's rules: assume it may trace the function
+        return False
+
+
+def reach_of(owner: object, name: str, original: object) -> tuple[str, str, str]:
+    """Where one live patch can be met: ``("code", code_key, module)`` when what it replaces is a
+    Python function (a module or class attribute, a static/class method, a read-only property's
+    getter, a closure cell's function, or a swapped ``__code__``) that Dynamo calls rather than
+    traces: the patch can change a run only where that function's code runs (callers holding the
+    original see the original). Anything else (a class, a module, a builtin, a value, a property
+    with a setter, a function Dynamo traces or knows by identity): ``("module", module, module)``,
+    met wherever the touched module is imported."""
+    module = touched_module(owner, original)
+    while module not in sys.modules and "." in module:  # a run's record lists sys.modules
+        module = module.rpartition(".")[0]
+    function: object = original
+    if name == "__code__":
+        function = owner
+    elif isinstance(original, (staticmethod, classmethod)):
+        function = original.__func__
+    elif isinstance(original, property):
+        function = original.fget if original.fset is None and original.fdel is None else None
+    if isinstance(function, types.FunctionType) and _dynamo_calls_it(function):
+        code = original if isinstance(original, types.CodeType) else function.__code__
+        return ("code", code_key(code), module)
+    return ("module", module, module)
+
+
+def apply_imports(fix_id: str) -> list[str]:
+    """The modules of the watched libraries that ``fix_id``'s apply imports beyond its trigger
+    modules (in a fresh interpreter: in a run, a fix applies when its triggers are imported, whatever
+    else is loaded). An import of such a module can register operators, lowerings or config; one of
+    another library (``packaging``, torchfix's own) changes nothing the libraries do."""
+    import_triggers(fix_id, ignore_missing=True)
+    before = set(sys.modules)
+    torchfix_core.apply(only=[fix_id])
+    return sorted(m for m in set(sys.modules) - before if m.split(".")[0] in WATCHED)
+
+
 def main() -> None:
     installed = [row.id for row in torchfix_core.status() if row.version is not None]
     import_triggers(ignore_missing=True)
@@ -117,6 +175,7 @@ def main() -> None:
             "points": points,
             "touched": touched,
             "hidden": hidden,
+            "reach": sorted({reach_of(*patch) for patch in patches}),
         }
         torchfix_core.revert(only=[fix_id])
         leftover = live_patches(fix_id)
@@ -125,4 +184,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--apply-imports"]:
+        print(json.dumps(apply_imports(sys.argv[2])))
+    else:
+        main()

@@ -57,6 +57,26 @@ class FixFacts:
     #: the modules whose objects its live patches change on this torch (the owner's module: a
     #: patched module itself, a patched class's ``__module__``, a swapped function's ``__module__``)
     touched: frozenset[str] = frozenset()
+    #: where each live patch can be met (``_patch_points.py``): ``("code", key, module)`` where the
+    #: original is a Python function that matters only when it runs (``key``: its code's
+    #: ``file:line:name``; ``module``: the touched module), else ``("module", module, module)``:
+    #: met wherever that module is imported
+    reach: frozenset[tuple[str, str, str]] = frozenset()
+    #: the modules its apply imports beyond its trigger modules (measured in a fresh interpreter)
+    apply_imports: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Reached:
+    """What one fix's reproduction reached when it ran alone (subset ``{fix}``), over every
+    interpreter it started: the modules imported and the code keys (``file:line:name``) of every
+    Python function entered (``test_combinations.py``'s recorder). ``opaque`` says why the code
+    keys cannot be trusted (Python ran on a thread the recorder does not see): then only modules
+    count (:func:`channels`)."""
+
+    modules: frozenset[str]
+    codes: frozenset[str] = frozenset()
+    opaque: str = ""
 
 
 @dataclass(frozen=True)
@@ -106,12 +126,14 @@ def load_specs() -> dict[str, tuple[str, Any]]:
 
 
 def load_facts(
-    patch_points: Mapping[str, Iterable[str]] | None = None, touched: Mapping[str, Iterable[str]] | None = None
+    patch_points: Mapping[str, Iterable[str]] | None = None,
+    touched: Mapping[str, Iterable[str]] | None = None,
+    reach: Mapping[str, Iterable[Sequence[str]]] | None = None,
+    apply_imports: Mapping[str, Iterable[str]] | None = None,
 ) -> list[FixFacts]:
-    """Every fix of the family (by id), with the patch points and touched modules found by the probe
-    (none when omitted)."""
-    points = patch_points or {}
-    modules = touched or {}
+    """Every fix of the family (by id), with what the probes found on this torch (none when omitted):
+    patch points, touched modules, reach entries, the modules its apply imports."""
+    points, modules, reaches, imports = patch_points or {}, touched or {}, reach or {}, apply_imports or {}
     return [
         FixFacts(
             id=fix_id,
@@ -120,6 +142,8 @@ def load_facts(
             after=tuple(spec.after),
             patch_points=frozenset(points.get(fix_id, ())),
             touched=frozenset(modules.get(fix_id, ())),
+            reach=frozenset(tuple(entry) for entry in reaches.get(fix_id, ())),  # type: ignore[misc]
+            apply_imports=frozenset(imports.get(fix_id, ())),
         )
         for fix_id, (package, spec) in load_specs().items()
     ]
@@ -222,16 +246,22 @@ def groups(fixes: Sequence[FixFacts]) -> list[Group]:
 # ---------------------------------------------------------------------------------------- channels
 
 
-def channels(fixes: Sequence[FixFacts], imports: Mapping[str, Iterable[str]]) -> dict[tuple[str, str], list[str]]:
+def channels(fixes: Sequence[FixFacts], reached: Mapping[str, Reached]) -> dict[tuple[str, str], list[str]]:
     """``(g, f) -> the ways g's presence can change what f's reproduction sees`` (pairs with none
-    are left out). ``imports``: fix id -> every module its reproduction's interpreters imported
-    (recorded by running it). The ways (docs/design.md, "Combination suite"):
+    are left out). ``reached``: fix id -> what its reproduction reached alone (:class:`Reached`).
+    The ways (docs/design.md, "Why a pair runs a reproduction only where a channel exists"):
 
     * ``distribution``: one distribution (installed together, switched one by one);
     * ``trigger``: nested trigger modules (one import applies both);
     * ``after``: an ``after`` edge either way (application order);
     * ``patch point``: both patch one attribute or function;
-    * ``module``: g's live patches change a module f's reproduction imports (g's code runs there).
+    * and only where f's run alone imports all of g's trigger modules (else g is never applied in
+      f's run):
+
+      - ``reached``: a live patch of g is met in f's run: its original function's code ran
+        (``code`` entries), or its module was imported (``module`` entries, and every entry
+        where f's record is ``opaque``);
+      - ``apply imports``: g's apply imports modules f's run alone did not.
 
     A fix that is not applied on this torch has no live patches: only the first three can link it.
     """
@@ -250,9 +280,18 @@ def channels(fixes: Sequence[FixFacts], imports: Mapping[str, Iterable[str]]) ->
             shared = g.patch_points & f.patch_points
             if shared:
                 why.append("patch point " + ", ".join(sorted(shared)))
-            seen = g.touched & frozenset(imports.get(f.id, ()))
-            if seen:
-                why.append("module " + ", ".join(sorted(seen)))
+            seen = reached.get(f.id)
+            if seen is not None and all(t in seen.modules for t in g.triggers):
+                met = sorted(
+                    f"{module}:{key.rpartition(':')[2]}" if kind == "code" else module
+                    for kind, key, module in g.reach
+                    if (key in seen.codes if kind == "code" and not seen.opaque else module in seen.modules)
+                )
+                if met:
+                    why.append("reached " + ", ".join(met))
+                new = sorted(g.apply_imports - seen.modules)
+                if new:
+                    why.append("apply imports " + ", ".join(new))
             if why:
                 found[(g.id, f.id)] = why
     return found
@@ -268,15 +307,15 @@ def reproduce_in(
     """The fixes of ``subset`` whose reproduction (red without / green with) runs in it:
 
     * the whole family (``everyone``): every fix that has a reproduction (``reproducible``);
+    * a single fix: its own (the run alone, which also records what the reproduction reaches:
+      :class:`Reached`, the input of :func:`channels`);
     * a pair: each fix the other can affect (:func:`channels`) and that is ``applied`` on this torch
       (a fix that is not applied has nothing to show red/green: its nodes would pass or skip);
-    * a single fix, and a group's larger subsets: none. A fix alone is its package's own test run
-      (every other fix switched off), in every matrix cell; a group's subsets of three or more
-      check discovery, order, states and co-existence, and each 2-way channel among their members
-      is run as a pair.
+    * a group's larger subsets: none. They check discovery, order, states and co-existence, and
+      each 2-way channel among their members is run as a pair.
     """
     can = set(reproducible)
-    if set(subset) == set(everyone):
+    if set(subset) == set(everyone) or len(subset) == 1:
         return tuple(f for f in subset if f in can)
     if len(subset) != 2:
         return ()

@@ -326,15 +326,18 @@ def switches(subset: selection.Subset, off: tuple[str, ...]) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     switched = "".join(f"os.environ[{selection.enabled_variable(i)!r}] = '0'\n" for i in off)
     variables = {i: selection.enabled_variable(i) for i in subset}
+    recorder = REACH_RECORDER.strip().replace("\n", "\n    ")
     (path / "sitecustomize.py").write_text(
-        SITECUSTOMIZE.format(switched=switched, members=repr(list(subset)), variables=repr(variables))
+        SITECUSTOMIZE.format(
+            switched=switched, members=repr(list(subset)), variables=repr(variables), recorder=recorder
+        )
     )
     return path
 
 
 # what switches() writes: the switches, the subset's other fixes on (by API too where the
-# reproduction turned activation off), the module recorder, then the sitecustomize this one
-# shadows, if any (as torchfix-run's own does)
+# reproduction turned activation off), the reach recorder (REACH_RECORDER), then the sitecustomize
+# this one shadows, if any (as torchfix-run's own does)
 SITECUSTOMIZE = """import importlib.util
 import os
 import sys
@@ -355,15 +358,8 @@ if _others and os.environ.get("TORCHFIX_AUTOLOAD", "").strip() == "0":
         torchfix_core.apply(only=_others)
 
     when_imported("torch", _apply_others)
-if os.environ.get("COMBINATIONS_MODULES"):
-    import atexit
-
-    def _record_modules():
-        name = os.path.join(os.environ["COMBINATIONS_MODULES"], f"{{os.getpid()}}.txt")
-        with open(name, "w") as handle:
-            handle.write("\\n".join(sorted(sys.modules)))
-
-    atexit.register(_record_modules)
+if os.environ.get("COMBINATIONS_REACH"):
+    {recorder}
 _here = os.path.dirname(os.path.abspath(__file__))
 for _entry in sys.path:
     _dir = os.path.abspath(_entry or os.getcwd())
@@ -373,6 +369,81 @@ for _entry in sys.path:
         if _spec is not None and _spec.loader is not None:
             _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
         break
+"""
+
+
+# Where $COMBINATIONS_REACH names a directory, every interpreter records what it reached into
+# <pid>.json there: the modules it imported and the code (file:line:name) of every Python function
+# entered, on its main thread and on every thread started through `threading` (cProfile, a C
+# profiler: about 10% slower, where a Python profile function costs 35%); written at exit, also at
+# os._exit. "opaque" says why the codes cannot be trusted: a device other than the CPU took part,
+# so the autograd engine ran Python on its own threads, which no profiler of this interpreter sees.
+REACH_RECORDER = """
+import atexit
+import cProfile
+import json
+import threading
+
+_profilers = []
+_first_frames = set()
+
+
+def _code_key(code):
+    return f"{code.co_filename}:{code.co_firstlineno}:{code.co_name}"
+
+
+def _start_profiler(frame=None, event=None, arg=None):
+    if frame is not None:  # the call that started a thread's profiler, before it was on
+        _first_frames.add(_code_key(frame.f_code))
+    profiler = cProfile.Profile()
+    _profilers.append(profiler)
+    profiler.enable()
+
+
+def _opaque():
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ""
+    reasons = []
+    try:
+        if torch._C._get_privateuse1_backend_name() != "privateuseone":
+            reasons.append("a PrivateUse1 device was registered")
+        if torch.cuda.is_initialized():
+            reasons.append("CUDA was initialized")
+    except Exception as error:
+        reasons.append(f"cannot tell which devices took part ({error!r})")
+    return "; ".join(reasons)
+
+
+_written = []
+
+
+def _record_reach():
+    if _written:
+        return
+    _written.append(True)
+    codes = set(_first_frames)
+    for profiler in list(_profilers):
+        for entry in profiler.getstats():
+            if not isinstance(entry.code, str):
+                codes.add(_code_key(entry.code))
+    record = {"modules": sorted(sys.modules), "codes": sorted(codes), "opaque": _opaque()}
+    with open(os.path.join(os.environ["COMBINATIONS_REACH"], f"{os.getpid()}.json"), "w") as handle:
+        json.dump(record, handle)
+
+
+_real_exit = os._exit
+
+
+def _exit_recorded(status):
+    _record_reach()
+    _real_exit(status)
+
+
+os._exit = _exit_recorded
+atexit.register(_record_reach)
+threading.setprofile(_start_profiler)
+_start_profiler()
 """
 
 
@@ -395,13 +466,44 @@ def patch_points() -> dict[str, dict[str, Any]]:
 
 
 @functools.cache
+def apply_imports() -> dict[str, list[str]]:
+    """Fix id -> the modules its apply imports beyond its triggers (``_patch_points.py
+    --apply-imports``, a fresh interpreter per fix applied on this torch; ``$COMBINATIONS_JOBS``
+    at once)."""
+
+    def one(fix: str) -> list[str]:
+        env = child_env(install(everything()), TORCHFIX_AUTOLOAD="0")
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(HERE)])
+        done = run([sys.executable, str(HERE / "_patch_points.py"), "--apply-imports", fix], env)
+        assert done.returncode == 0, f"apply-imports probe of {fix}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    def make() -> dict[str, list[str]]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        fixes = applied_here()
+        with ThreadPoolExecutor(jobs()) as pool:
+            return dict(zip(fixes, pool.map(one, fixes)))
+
+    return made_once("apply-imports", make)  # type: ignore[no-any-return]
+
+
+def jobs() -> int:
+    """How many reproductions or probes run at once: ``$COMBINATIONS_JOBS`` (default 1)."""
+    return max(1, int(os.environ.get("COMBINATIONS_JOBS", "1")))
+
+
+@functools.cache
 def plan() -> tuple[list[selection.FixFacts], dict[selection.Subset, list[str]]]:
     """The fixes (with this torch's patch points and touched modules) and the subsets to run."""
     if INSTALLED_HERE:  # the tests skip: list the selection without probing
         return FAMILY, selection.select(FAMILY)
     probed = patch_points()
     fixes = selection.load_facts(
-        {i: row["points"] for i, row in probed.items()}, {i: row["touched"] for i, row in probed.items()}
+        {i: row["points"] for i, row in probed.items()},
+        {i: row["touched"] for i, row in probed.items()},
+        {i: row["reach"] for i, row in probed.items()},
+        apply_imports(),
     )
     chosen = selection.powerset(fixes) if MODE == "powerset" else selection.select(fixes)
     return fixes, chosen
@@ -461,33 +563,67 @@ def reproduce(fix: str, env: dict[str, str]) -> tuple[bool, str]:
     return ok, f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
 
 
+def reproduce_recorded(fix: str, env: dict[str, str], record: Path | None = None) -> dict[str, Any]:
+    """:func:`reproduce` as a result row (ok, output, seconds), with what the run reached
+    (``modules``, ``codes``, ``opaque``, over every interpreter it started) where ``record`` names a
+    directory for the recorder."""
+    if record is not None:
+        shutil.rmtree(record, ignore_errors=True)
+        record.mkdir(parents=True)
+        env = {**env, "COMBINATIONS_REACH": str(record)}
+    started = time.perf_counter()
+    ok, output = reproduce(fix, env)
+    row: dict[str, Any] = {"ok": ok, "output": output, "seconds": time.perf_counter() - started}
+    if record is not None:
+        modules: set[str] = set()
+        codes: set[str] = set()
+        opaque: set[str] = set()
+        records = sorted(record.glob("*.json"))
+        assert records, f"{fix}: the reach recorder wrote nothing in {record}"
+        for one in records:
+            data = json.loads(one.read_text())
+            modules |= set(data["modules"])
+            codes |= set(data["codes"])
+            opaque |= {data["opaque"]} - {""}
+        row.update(modules=sorted(modules), codes=sorted(codes), opaque="; ".join(sorted(opaque)), interpreters=len(records))
+    return row
+
+
+def in_parallel(make_one: Callable[[str], dict[str, Any]], fixes: list[str]) -> dict[str, dict[str, Any]]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(jobs()) as pool:
+        return dict(zip(fixes, pool.map(make_one, fixes)))
+
+
 @functools.cache
 def full_set_runs() -> dict[str, dict[str, Any]]:
     """Every fix's reproduction with every distribution installed and every other fix on (the full
-    set), each interpreter recording the modules it imported: fix -> ok, output, modules, seconds.
-    ``$COMBINATIONS_JOBS`` (default 1) reproductions run at once (they are independent processes)."""
+    set): fix -> ok, output, seconds; ``jobs()`` at once (they are independent processes)."""
 
     def one(fix: str) -> dict[str, Any]:
-        modules_dir = workdir() / "modules" / fix
-        shutil.rmtree(modules_dir, ignore_errors=True)
-        modules_dir.mkdir(parents=True)
-        env = child_env(switches(everything_ids(), ()), install(everything()), COMBINATIONS_MODULES=str(modules_dir))
-        started = time.perf_counter()
-        ok, output = reproduce(fix, env)
-        imported: set[str] = set()
-        for record in modules_dir.glob("*.txt"):
-            imported |= set(record.read_text().split())
-        return {"ok": ok, "output": output, "modules": sorted(imported), "seconds": time.perf_counter() - started}
+        return reproduce_recorded(fix, child_env(switches(everything_ids(), ()), install(everything())))
 
     def make() -> dict[str, dict[str, Any]]:
-        from concurrent.futures import ThreadPoolExecutor
-
         install(everything())
-        jobs = max(1, int(os.environ.get("COMBINATIONS_JOBS", "1")))
-        with ThreadPoolExecutor(jobs) as pool:
-            return dict(zip(sorted(REPRODUCTIONS), pool.map(one, sorted(REPRODUCTIONS))))
+        return in_parallel(one, sorted(REPRODUCTIONS))
 
     return made_once("full-set", make)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def alone_runs() -> dict[str, dict[str, Any]]:
+    """Every fix's reproduction alone (its subset ``{fix}``, with what ``REPRODUCTION_NEEDS`` adds),
+    each interpreter recording what it reached (``REACH_RECORDER``): fix -> ok, output, seconds,
+    modules, codes, opaque; ``jobs()`` at once."""
+    fixes, _ = plan()
+
+    def one(fix: str) -> dict[str, Any]:
+        dists, off = selection.realize((fix,), fixes)
+        env = reproduction_env(fix, (fix,), fixes) or child_env(switches((fix,), off), install(dists))
+        return reproduce_recorded(fix, env, workdir() / "reach" / fix)
+
+    return made_once("alone", lambda: in_parallel(one, sorted(REPRODUCTIONS)))  # type: ignore[no-any-return]
 
 
 def everything_ids() -> selection.Subset:
@@ -498,9 +634,18 @@ def everything_ids() -> selection.Subset:
 def linked() -> dict[tuple[str, str], list[str]]:
     """``selection.channels`` from this torch's live patches and the recorded imports."""
     fixes, _ = plan()
-    imports = {fix: row["modules"] for fix, row in full_set_runs().items()}
-    found = selection.channels(fixes, imports)
-    report(channels={f"{g} -> {f}": why for (g, f), why in sorted(found.items())})
+    reached = {
+        fix: selection.Reached(frozenset(row["modules"]), frozenset(row["codes"]), row["opaque"])
+        for fix, row in alone_runs().items()
+    }
+    found = selection.channels(fixes, reached)
+    report(
+        channels={f"{g} -> {f}": why for (g, f), why in sorted(found.items())},
+        reached={fix: {"codes": len(row["codes"]), "modules": len(row["modules"]), "opaque": row["opaque"],
+                       "interpreters": row["interpreters"], "seconds": round(row["seconds"], 1)}
+                 for fix, row in alone_runs().items()},
+        apply_imports=apply_imports(),
+    )
     return found
 
 
@@ -553,6 +698,36 @@ def test_the_guard_sees_a_callable_changed_outside_the_patch_layer() -> None:
         assert changed == {(module.__name__, "f"), (f"{module.__name__}.C", "m")}, changed
     finally:
         del sys.modules[module.__name__]
+
+
+def test_the_reach_recorder_sees_every_interpreter_thread_and_exit(tmp_path: Path) -> None:
+    """What ``channels`` trusts of a run alone: the recorder sees a function entered on the main
+    thread, on a ``threading`` thread, in a child interpreter, and a run that leaves by
+    ``os._exit``; a function never called is not in the record."""
+    script = tmp_path / "scenario.py"
+    script.write_text(
+        "import os, subprocess, sys, threading\n"
+        "def on_main():\n    pass\n"
+        "def on_thread():\n    pass\n"
+        "def never():\n    pass\n"
+        "def in_child():\n    pass\n"
+        "if sys.argv[1:] == ['child']:\n    in_child()\n    sys.exit(0)\n"
+        "on_main()\n"
+        "t = threading.Thread(target=on_thread)\nt.start()\nt.join()\n"
+        "subprocess.run([sys.executable, __file__, 'child'], check=True)\n"
+        "os._exit(0)\n"
+    )
+    record = tmp_path / "record"
+    record.mkdir()
+    env = child_env(switches(("recorder-probe",), ()), COMBINATIONS_REACH=str(record))
+    done = run([sys.executable, str(script)], env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(one.read_text()) for one in sorted(record.glob("*.json"))]
+    assert len(records) == 2, records  # the scenario and its child
+    codes = {code for one in records for code in one["codes"]}
+    keys = {name: f"{script}:{line}:{name}" for name, line in (("on_main", 2), ("on_thread", 4), ("never", 6), ("in_child", 8))}
+    assert {keys["on_main"], keys["on_thread"], keys["in_child"]} <= codes and keys["never"] not in codes
+    assert all("threading" in one["modules"] and one["opaque"] == "" for one in records)
 
 
 @pytest.mark.slow
@@ -611,8 +786,8 @@ def test_subset_discovery_order_and_reproductions(subset: selection.Subset) -> N
     links = linked() if len(subset) == 2 else {}  # only a pair reads the channels
     runs = selection.reproduce_in(subset, everything_ids(), REPRODUCTIONS, links, applied_here())
     for fix in runs:
-        if subset == everything_ids():
-            row = full_set_runs()[fix]
+        if subset == everything_ids() or len(subset) == 1:
+            row = (full_set_runs() if len(subset) > 1 else alone_runs())[fix]
             ok, output = row["ok"], row["output"]
         else:
             ok, output = reproduce(fix, reproduction_env(fix, subset, fixes) or env)

@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from selection import (  # noqa: E402 - this directory's selection.py
     FixFacts,
+    Reached,
     channels,
     enabled_variable,
     groups,
@@ -32,9 +33,18 @@ def fix(
     after: tuple[str, ...] = (),
     points=(),
     touched=(),
+    reach=(),
+    apply_imports=(),
 ):
     return FixFacts(
-        i, dist or f"torchfix-{i}", triggers or (f"mod_{i}",), tuple(after), frozenset(points), frozenset(touched)
+        i,
+        dist or f"torchfix-{i}",
+        triggers or (f"mod_{i}",),
+        tuple(after),
+        frozenset(points),
+        frozenset(touched),
+        frozenset(reach),
+        frozenset(apply_imports),
     )
 
 
@@ -193,31 +203,43 @@ def test_the_family_loads_from_the_source_tree() -> None:
 
 
 def test_channels_name_every_way_one_fix_can_reach_another_reproduction() -> None:
+    checkpoint = ("code", "checkpoint.py:10:checkpoint", "torch.utils.checkpoint")
+    fsdp = ("module", "torch.distributed.fsdp", "torch.distributed.fsdp")
     fixes = [
-        fix("a", dist="torchfix-ab", triggers=("torch._dynamo",), touched={"torch.utils.checkpoint"}),
+        fix("a", dist="torchfix-ab", triggers=("torch._dynamo",), reach={checkpoint}),
         fix("b", dist="torchfix-ab", triggers=("torch._dynamo.aot_compile",)),
         fix("c", after=("a",), points={"m.f"}),
-        fix("d", points={"m.f"}, touched={"torch.distributed.fsdp"}),
+        fix("d", triggers=("torch.distributed",), points={"m.f"}, reach={fsdp}, apply_imports={"torch.fx"}),
         fix("e"),  # patches nothing, shares nothing: reaches nobody, reached by nobody
     ]
-    imports = {
-        "a": {"torch", "torch.distributed.fsdp"},
-        "b": {"torch", "torch.utils.checkpoint"},
-        "c": {"torch", "torch.utils.checkpoint"},
-        "d": {"torch"},
-        "e": {"torch", "torch.utils.checkpoint", "torch.distributed.fsdp"},
+    every = {"torch", "torch._dynamo", "torch.utils.checkpoint", "torch.distributed", "torch.distributed.fsdp", "torch.fx"}
+    reached = {
+        "a": Reached(frozenset({"torch", "torch.distributed", "torch.distributed.fsdp"})),
+        "b": Reached(
+            frozenset({"torch", "torch._dynamo", "torch.utils.checkpoint", "torch.distributed"}), frozenset({checkpoint[1]})
+        ),
+        # c imports checkpoint, but no code of it ran
+        "c": Reached(frozenset({"torch", "torch._dynamo", "torch.utils.checkpoint", "torch.fx"})),
+        "d": Reached(frozenset({"torch", "torch.distributed"})),
+        "e": Reached(frozenset(every), frozenset({checkpoint[1]})),
     }
-    found = channels(fixes, imports)
-    assert found[("a", "b")] == ["distribution torchfix-ab", "trigger", "module torch.utils.checkpoint"]
+    found = channels(fixes, reached)
+    assert found[("a", "b")] == ["distribution torchfix-ab", "trigger", "reached torch.utils.checkpoint:checkpoint"]
     assert found[("b", "a")] == ["distribution torchfix-ab", "trigger"]
-    assert found[("a", "c")] == ["after", "module torch.utils.checkpoint"] and found[("c", "a")] == ["after"]
+    assert found[("a", "c")] == ["after"] == found[("c", "a")]  # c's run never entered a's patched function
     assert found[("c", "d")] == found[("d", "c")] == ["patch point m.f"]
-    assert found[("d", "a")] == ["module torch.distributed.fsdp"] and ("a", "d") not in found
-    # e imports what a and d patch: they can reach its reproduction; e itself reaches nobody
-    assert found[("a", "e")] == ["module torch.utils.checkpoint"] and found[("d", "e")] == [
-        "module torch.distributed.fsdp"
-    ]
+    # d applies where torch.distributed is imported; its module entry is met where fsdp is imported, and
+    # its apply imports torch.fx: new to every run that did not import it
+    assert found[("d", "a")] == ["reached torch.distributed.fsdp", "apply imports torch.fx"]
+    assert found[("d", "b")] == ["apply imports torch.fx"] and ("a", "d") not in found
+    assert found[("a", "e")] == ["reached torch.utils.checkpoint:checkpoint"]
+    assert found[("d", "e")] == ["reached torch.distributed.fsdp"]
     assert not any(g == "e" for g, _ in found)
+    # a's trigger never imported in d's run: a is never applied there, whatever d reached
+    assert ("a", "d") not in channels(fixes, {**reached, "d": Reached(frozenset({"torch"}), frozenset({checkpoint[1]}))})
+    # an opaque record (Python ran where the recorder cannot see): a code entry counts by its module
+    opaque = {**reached, "c": Reached(reached["c"].modules, frozenset(), opaque="a PrivateUse1 device")}
+    assert channels(fixes, opaque)[("a", "c")] == ["after", "reached torch.utils.checkpoint:checkpoint"]
 
 
 def test_reproductions_run_in_the_full_set_and_in_pairs_with_a_channel_only() -> None:
@@ -228,7 +250,8 @@ def test_reproductions_run_in_the_full_set_and_in_pairs_with_a_channel_only() ->
     assert reproduce_in(("a", "b"), everyone, can, linked, applied) == ("b",)  # b can be reached by a
     assert reproduce_in(("c", "d"), everyone, can, linked, applied) == ("c",)  # d is not applied here
     assert reproduce_in(("a", "c"), everyone, can, linked, applied) == ()  # no channel: co-existence only
-    assert reproduce_in(("a",), everyone, can, linked, applied) == ()  # its package's own test run
+    assert reproduce_in(("a",), everyone, can, linked, applied) == ("a",)  # alone: it records what it reaches
+    assert reproduce_in(("d",), everyone, can, linked, applied) == ("d",)
     assert reproduce_in(("a", "b", "c"), everyone, can, linked, applied) == ()  # a group's: pairs cover it
     assert reproduce_in(everyone, everyone, ("a",), linked, applied) == ("a",)
 
