@@ -101,26 +101,27 @@ def code_key(code: types.CodeType) -> str:
     return f"{code.co_filename}:{code.co_firstlineno}:{code.co_name}"
 
 
-def _dynamo_calls_it(function: types.FunctionType) -> bool:
-    """Dynamo, meeting ``function`` in traced code, calls it as it is (a graph break: a skipped
-    file's function), rather than tracing its bytecode or handling it by identity (torch's rule
-    tables). Only then does the function matter solely where its code runs. Unknown: False."""
+def _dynamo_meets_it_by_code(function: types.FunctionType) -> bool:
+    """Dynamo, meeting ``function`` in traced code, either calls it as it is (a graph break: a
+    skipped file's function) or traces its bytecode (inlines it), rather than handling it by
+    identity (torch's rule tables, polyfills, in-graph functions). Then the function matters only
+    where its code runs or is traced, both of which the suite's recorder sees. Unknown: False."""
     try:
         from torch._dynamo import trace_rules
-        from torch._dynamo.variables import SkipFunctionVariable
+        from torch._dynamo.variables import SkipFunctionVariable, UserFunctionVariable
 
-        return trace_rules.lookup(function) is SkipFunctionVariable
-    except Exception:  # another layout of Dynamo's rules: assume it may trace the function
+        return trace_rules.lookup(function) in (SkipFunctionVariable, UserFunctionVariable)
+    except Exception:  # another layout of Dynamo's rules: assume it may know the function by identity
         return False
 
 
 def reach_of(owner: object, name: str, original: object) -> tuple[str, str, str]:
     """Where one live patch can be met: ``("code", code_key, module)`` when what it replaces is a
     Python function (a module or class attribute, a static/class method, a read-only property's
-    getter, a closure cell's function, or a swapped ``__code__``) that Dynamo calls rather than
-    traces: the patch can change a run only where that function's code runs (callers holding the
-    original see the original). Anything else (a class, a module, a builtin, a value, a property
-    with a setter, a function Dynamo traces or knows by identity): ``("module", module, module)``,
+    getter, a closure cell's function, or a swapped ``__code__``) that Dynamo meets by its code:
+    the patch can change a run only where that function's code runs or is traced (callers holding
+    the original see the original). Anything else (a class, a module, a builtin, a value, a
+    property with a setter, a function Dynamo knows by identity): ``("module", module, module)``,
     met wherever the touched module is imported."""
     module = touched_module(owner, original)
     while module not in sys.modules and "." in module:  # a run's record lists sys.modules
@@ -132,7 +133,7 @@ def reach_of(owner: object, name: str, original: object) -> tuple[str, str, str]
         function = original.__func__
     elif isinstance(original, property):
         function = original.fget if original.fset is None and original.fdel is None else None
-    if isinstance(function, types.FunctionType) and _dynamo_calls_it(function):
+    if isinstance(function, types.FunctionType) and _dynamo_meets_it_by_code(function):
         code = original if isinstance(original, types.CodeType) else function.__code__
         return ("code", code_key(code), module)
     return ("module", module, module)

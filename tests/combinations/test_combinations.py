@@ -33,17 +33,22 @@ What runs (docs/design.md, "Combination suite", says why this proves what the pa
   interpreter): applied together, each fix reaches its state alone, holds its patches, shares no
   attribute; a checkpointed smoke step gives the gradients of the unpatched one; revert is exact;
 * the **reproductions** (red without / green with, unchanged from each package's tests, listed in
-  ``REPRODUCTIONS``) with the rest of the subset active: in the full set every fix's; in a pair,
-  a fix's own when the other can affect it (``selection.channels``: shared distribution, nested
-  trigger, ``after`` edge, shared patch point, or a module the other patches that the reproduction
-  imports: recorded by running it) and it is applied on this torch. Where a fix is applied in the
+  ``REPRODUCTIONS``) with the rest of the subset active: every fix's alone, each interpreter
+  recording what it reached (``REACH_RECORDER``: modules imported, Python functions run or traced by
+  Dynamo); in
+  the full set every fix's; in a pair, a fix's own when the other can affect it
+  (``selection.channels``: shared distribution, nested trigger, ``after`` edge, shared patch point,
+  or, where the other is applied in the run alone, one of its patches met there or its apply
+  importing library modules the run did not) and it is applied on this torch. Where a fix is applied in the
   full set both nodes must pass; where it is not they must pass or skip by their own conditions.
   A reproduction that needs another fix active, as its package's tests run it, gets that fix too
   (``REPRODUCTION_NEEDS``: fp8-recompute-pairing's scenarios need fp8-recompute on TE 2.18).
   Fixes whose reproduction cannot run here are in ``NO_REPRODUCTION_HERE`` (discovery and
   co-existence only); every fix of the family is in exactly one of the two tables;
-* the **guard** of that argument: no fix changes a callable of torch / TransformerEngine / Magi
-  that is not one of its live patches (``_patch_points.py``'s ``hidden``).
+* the **guards** of that argument: no fix changes a callable of torch / TransformerEngine / Magi
+  that is not one of its live patches (``_patch_points.py``'s ``hidden``); the recorder sees every
+  interpreter, thread and exit of a scenario, and the code Dynamo traces on this torch
+  (``test_the_reach_recorder_sees_*``).
 
 Marked ``slow`` (``nox -s tests`` deselects it); it skips where fix packages are installed in the
 environment itself (a development venv), because discovery would see them in every subset.
@@ -229,6 +234,10 @@ def child_env(*paths: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHFIX_", "TORCH_DEVICE_BACKEND"))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [*map(str, paths), env.get("PYTHONPATH")]))
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    # Inductor trusts the CPU's ISA flags instead of compiling and loading a probe library for each
+    # ISA in every compiling process (six more interpreters each); where the probe passes, as here,
+    # it picks the same ISA. A compiled reproduction takes about half the time (docs/design.md).
+    env.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
     env.update(extra)
     return env
 
@@ -373,31 +382,32 @@ for _entry in sys.path:
 
 
 # Where $COMBINATIONS_REACH names a directory, every interpreter records what it reached into
-# <pid>.json there: the modules it imported and the code (file:line:name) of every Python function
-# entered, on its main thread and on every thread started through `threading` (cProfile, a C
-# profiler: about 10% slower, where a Python profile function costs 35%); written at exit, also at
-# os._exit. "opaque" says why the codes cannot be trusted: a device other than the CPU took part,
-# so the autograd engine ran Python on its own threads, which no profiler of this interpreter sees.
+# <pid>.json there: the modules it imported, and the code (file:line:name) of every Python function
+# that ran or that Dynamo traced. A global trace function (sys.settrace; threading.settrace for
+# every thread started through `threading`) sees each frame's first event and returns None, so
+# nothing is traced line by line; a frame of an __init__ in Dynamo's symbolic_convert.py (the
+# translators, built once per traced frame and per inlined call, with the code object among their
+# arguments) adds the code objects among its arguments. Written at exit, also at os._exit.
+# "opaque" says why the codes cannot be trusted: a device other than the CPU took part, so the
+# autograd engine ran Python on its own threads, which no trace function of this interpreter sees.
 REACH_RECORDER = """
 import atexit
-import cProfile
 import json
 import threading
+import types
 
-_profilers = []
-_first_frames = set()
-
-
-def _code_key(code):
-    return f"{code.co_filename}:{code.co_firstlineno}:{code.co_name}"
+_codes = set()
+_translators = os.sep + os.path.join("torch", "_dynamo", "symbolic_convert.py")
 
 
-def _start_profiler(frame=None, event=None, arg=None):
-    if frame is not None:  # the call that started a thread's profiler, before it was on
-        _first_frames.add(_code_key(frame.f_code))
-    profiler = cProfile.Profile()
-    _profilers.append(profiler)
-    profiler.enable()
+def _trace(frame, event, arg):
+    code = frame.f_code
+    _codes.add(code)
+    if code.co_name == "__init__" and code.co_filename.endswith(_translators):
+        for value in frame.f_locals.values():
+            if isinstance(value, types.CodeType):
+                _codes.add(value)
+    return None
 
 
 def _opaque():
@@ -422,12 +432,9 @@ def _record_reach():
     if _written:
         return
     _written.append(True)
-    codes = set(_first_frames)
-    for profiler in list(_profilers):
-        for entry in profiler.getstats():
-            if not isinstance(entry.code, str):
-                codes.add(_code_key(entry.code))
-    record = {"modules": sorted(sys.modules), "codes": sorted(codes), "opaque": _opaque()}
+    sys.settrace(None)
+    codes = sorted({f"{c.co_filename}:{c.co_firstlineno}:{c.co_name}" for c in list(_codes)})
+    record = {"modules": sorted(sys.modules), "codes": codes, "opaque": _opaque()}
     with open(os.path.join(os.environ["COMBINATIONS_REACH"], f"{os.getpid()}.json"), "w") as handle:
         json.dump(record, handle)
 
@@ -442,8 +449,8 @@ def _exit_recorded(status):
 
 os._exit = _exit_recorded
 atexit.register(_record_reach)
-threading.setprofile(_start_profiler)
-_start_profiler()
+threading.settrace(_trace)
+sys.settrace(_trace)
 """
 
 
@@ -548,11 +555,20 @@ def reference_order() -> tuple[str, ...]:
 
 
 def reproduce(fix: str, env: dict[str, str]) -> tuple[bool, str]:
-    """Run ``fix``'s red and green nodes in ``env``: (as expected for its state alone?, output)."""
+    """Run ``fix``'s red and green nodes in ``env``: (as expected for its state alone?, output).
+    Every run starts from an empty compile cache of its own (``TORCHINDUCTOR_CACHE_DIR``, which its
+    interpreters inherit; a reproduction that names its own keeps it), so that a run alone, in a
+    pair and in the full set begin alike (docs/design.md: determinism)."""
     package, nodes = REPRODUCTIONS[fix]
     tests = PACKAGES / package / "tests"
     cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", str(tests)]
-    done = run([*cmd, *(f"{tests}/{node}" for node in nodes)], {**env, "COMBINATIONS_UNDER_TEST": fix})
+    (workdir() / "caches").mkdir(exist_ok=True)
+    cache = tempfile.mkdtemp(prefix=f"{fix}-", dir=workdir() / "caches")
+    extra = {"COMBINATIONS_UNDER_TEST": fix, "TORCHINDUCTOR_CACHE_DIR": cache}
+    try:
+        done = run([*cmd, *(f"{tests}/{node}" for node in nodes)], {**env, **extra})
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     passed = re.search(r"(\d+) passed", summary)
     if patch_points()[fix]["state"] == "applied":  # every node ran and passed (a node may be parametrized)
@@ -700,6 +716,15 @@ def test_the_guard_sees_a_callable_changed_outside_the_patch_layer() -> None:
         del sys.modules[module.__name__]
 
 
+def recorder_only() -> Path:
+    """A ``switches`` directory for the recorder alone: its one member names no fix, and is the
+    one "under test" (``RECORDER_ONLY``), so its ``sitecustomize.py`` switches nothing on."""
+    return switches((RECORDER_ONLY["COMBINATIONS_UNDER_TEST"],), ())
+
+
+RECORDER_ONLY = {"COMBINATIONS_UNDER_TEST": "recorder-probe"}
+
+
 def test_the_reach_recorder_sees_every_interpreter_thread_and_exit(tmp_path: Path) -> None:
     """What ``channels`` trusts of a run alone: the recorder sees a function entered on the main
     thread, on a ``threading`` thread, in a child interpreter, and a run that leaves by
@@ -719,7 +744,7 @@ def test_the_reach_recorder_sees_every_interpreter_thread_and_exit(tmp_path: Pat
     )
     record = tmp_path / "record"
     record.mkdir()
-    env = child_env(switches(("recorder-probe",), ()), COMBINATIONS_REACH=str(record))
+    env = child_env(recorder_only(), COMBINATIONS_REACH=str(record), **RECORDER_ONLY)
     done = run([sys.executable, str(script)], env, timeout=120)
     assert done.returncode == 0, done.stderr
     records = [json.loads(one.read_text()) for one in sorted(record.glob("*.json"))]
@@ -728,6 +753,30 @@ def test_the_reach_recorder_sees_every_interpreter_thread_and_exit(tmp_path: Pat
     keys = {name: f"{script}:{line}:{name}" for name, line in (("on_main", 2), ("on_thread", 4), ("never", 6), ("in_child", 8))}
     assert {keys["on_main"], keys["on_thread"], keys["in_child"]} <= codes and keys["never"] not in codes
     assert all("threading" in one["modules"] and one["opaque"] == "" for one in records)
+
+
+@pytest.mark.slow
+@skip_installed_here
+def test_the_reach_recorder_sees_code_dynamo_traces_on_this_torch(tmp_path: Path) -> None:
+    """On this torch, a function Dynamo inlines into a full graph (its bytecode is traced, never
+    run) is in the record: the translators' ``__init__`` still takes the code object, as the
+    recorder expects. A release that changed that would fail here, not hide channels."""
+    script = tmp_path / "traced.py"
+    script.write_text(
+        "import torch\n"
+        "def traced_only(x):\n    return x.sin() + 1\n"
+        "@torch.compile(backend='eager', fullgraph=True)\n"
+        "def compiled(x):\n    return traced_only(x) * 2\n"
+        "compiled(torch.ones(3))\n"
+    )
+    record = tmp_path / "record"
+    record.mkdir()
+    env = child_env(recorder_only(), COMBINATIONS_REACH=str(record), TORCHFIX_AUTOLOAD="0", **RECORDER_ONLY)
+    done = run([sys.executable, str(script)], env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (only,) = [json.loads(one.read_text()) for one in record.glob("*.json")]
+    assert f"{script}:2:traced_only" in only["codes"], "Dynamo's translators no longer take the code object"
+    assert "torch._dynamo" in only["modules"] and only["opaque"] == ""
 
 
 @pytest.mark.slow
