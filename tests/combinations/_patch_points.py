@@ -111,7 +111,8 @@ def _dynamo_meets_it_by_code(function: types.FunctionType) -> bool:
         from torch._dynamo.variables import SkipFunctionVariable, UserFunctionVariable
 
         return trace_rules.lookup(function) in (SkipFunctionVariable, UserFunctionVariable)
-    except Exception:  # another layout of Dynamo's rules: assume it may know the function by identity
+    except (ImportError, AttributeError, TypeError, ValueError):  # another layout of Dynamo's rules: assume it may
+        # know the function by identity
         return False
 
 

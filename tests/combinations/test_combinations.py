@@ -601,7 +601,9 @@ def reproduce_recorded(fix: str, env: dict[str, str], record: Path | None = None
             modules |= set(data["modules"])
             codes |= set(data["codes"])
             opaque |= {data["opaque"]} - {""}
-        row.update(modules=sorted(modules), codes=sorted(codes), opaque="; ".join(sorted(opaque)), interpreters=len(records))
+        row.update(
+            modules=sorted(modules), codes=sorted(codes), opaque="; ".join(sorted(opaque)), interpreters=len(records)
+        )
     return row
 
 
@@ -657,9 +659,16 @@ def linked() -> dict[tuple[str, str], list[str]]:
     found = selection.channels(fixes, reached)
     report(
         channels={f"{g} -> {f}": why for (g, f), why in sorted(found.items())},
-        reached={fix: {"codes": len(row["codes"]), "modules": len(row["modules"]), "opaque": row["opaque"],
-                       "interpreters": row["interpreters"], "seconds": round(row["seconds"], 1)}
-                 for fix, row in alone_runs().items()},
+        reached={
+            fix: {
+                "codes": len(row["codes"]),
+                "modules": len(row["modules"]),
+                "opaque": row["opaque"],
+                "interpreters": row["interpreters"],
+                "seconds": round(row["seconds"], 1),
+            }
+            for fix, row in alone_runs().items()
+        },
         apply_imports=apply_imports(),
     )
     return found
@@ -750,7 +759,10 @@ def test_the_reach_recorder_sees_every_interpreter_thread_and_exit(tmp_path: Pat
     records = [json.loads(one.read_text()) for one in sorted(record.glob("*.json"))]
     assert len(records) == 2, records  # the scenario and its child
     codes = {code for one in records for code in one["codes"]}
-    keys = {name: f"{script}:{line}:{name}" for name, line in (("on_main", 2), ("on_thread", 4), ("never", 6), ("in_child", 8))}
+    keys = {
+        name: f"{script}:{line}:{name}"
+        for name, line in (("on_main", 2), ("on_thread", 4), ("never", 6), ("in_child", 8))
+    }
     assert {keys["on_main"], keys["on_thread"], keys["in_child"]} <= codes and keys["never"] not in codes
     assert all("threading" in one["modules"] and one["opaque"] == "" for one in records)
 

@@ -212,11 +212,19 @@ def test_channels_name_every_way_one_fix_can_reach_another_reproduction() -> Non
         fix("d", triggers=("torch.distributed",), points={"m.f"}, reach={fsdp}, apply_imports={"torch.fx"}),
         fix("e"),  # patches nothing, shares nothing: reaches nobody, reached by nobody
     ]
-    every = {"torch", "torch._dynamo", "torch.utils.checkpoint", "torch.distributed", "torch.distributed.fsdp", "torch.fx"}
+    every = {
+        "torch",
+        "torch._dynamo",
+        "torch.utils.checkpoint",
+        "torch.distributed",
+        "torch.distributed.fsdp",
+        "torch.fx",
+    }
     reached = {
         "a": Reached(frozenset({"torch", "torch.distributed", "torch.distributed.fsdp"})),
         "b": Reached(
-            frozenset({"torch", "torch._dynamo", "torch.utils.checkpoint", "torch.distributed"}), frozenset({checkpoint[1]})
+            frozenset({"torch", "torch._dynamo", "torch.utils.checkpoint", "torch.distributed"}),
+            frozenset({checkpoint[1]}),
         ),
         # c imports checkpoint, but no code of it ran
         "c": Reached(frozenset({"torch", "torch._dynamo", "torch.utils.checkpoint", "torch.fx"})),
@@ -236,7 +244,9 @@ def test_channels_name_every_way_one_fix_can_reach_another_reproduction() -> Non
     assert found[("d", "e")] == ["reached torch.distributed.fsdp"]
     assert not any(g == "e" for g, _ in found)
     # a's trigger never imported in d's run: a is never applied there, whatever d reached
-    assert ("a", "d") not in channels(fixes, {**reached, "d": Reached(frozenset({"torch"}), frozenset({checkpoint[1]}))})
+    assert ("a", "d") not in channels(
+        fixes, {**reached, "d": Reached(frozenset({"torch"}), frozenset({checkpoint[1]}))}
+    )
     # an opaque record (Python ran where the recorder cannot see): a code entry counts by its module
     opaque = {**reached, "c": Reached(reached["c"].modules, frozenset(), opaque="a PrivateUse1 device")}
     assert channels(fixes, opaque)[("a", "c")] == ["after", "reached torch.utils.checkpoint:checkpoint"]
