@@ -33,7 +33,7 @@ import warnings
 import torch  # noqa: F401 - what the fixes patch
 import torchfix_core
 from selection import _qualified, point_names, touched_module
-from torchfix_core.testing import import_triggers, live_patches
+from torchfix_core.testing import fix_spec, import_triggers, live_patches
 
 #: the libraries whose callables the guard watches (what the fixes patch)
 WATCHED = ("torch", "transformer_engine", "magi_compiler")
@@ -116,14 +116,34 @@ def _dynamo_meets_it_by_code(function: types.FunctionType) -> bool:
         return False
 
 
+def innermost(function: types.FunctionType) -> types.FunctionType:
+    """The function a chain of ``functools.wraps`` decorators (``__wrapped__``) ends in. torch's
+    decorators (``torch.no_grad()``, ``torch._disable_dynamo``) share one wrapper code among every
+    function they wrap, and call the wrapped function whenever they are called: the innermost
+    function's code says where the decorated one ran."""
+    seen = {id(function)}
+    while isinstance(getattr(function, "__wrapped__", None), types.FunctionType):
+        function = function.__wrapped__  # type: ignore[attr-defined]
+        if id(function) in seen:  # a cycle: stop where it closes
+            break
+        seen.add(id(function))
+    return function
+
+
 def reach_of(owner: object, name: str, original: object) -> tuple[str, str, str]:
-    """Where one live patch can be met: ``("code", code_key, module)`` when what it replaces is a
-    Python function (a module or class attribute, a static/class method, a read-only property's
-    getter, a closure cell's function, or a swapped ``__code__``) that Dynamo meets by its code:
-    the patch can change a run only where that function's code runs or is traced (callers holding
-    the original see the original). Anything else (a class, a module, a builtin, a value, a
-    property with a setter, a function Dynamo knows by identity): ``("module", module, module)``,
-    met wherever the touched module is imported."""
+    """Where one live patch can be met (``selection.FixFacts.reach``):
+
+    * ``("code", code_key, module)`` when what it replaces is a Python function (a module or class
+      attribute, a static/class method, a read-only property's getter, a closure cell's function, a
+      decorator's ``__wrapped__``, or a swapped ``__code__``) that Dynamo meets by its code: the
+      patch can change a run only where that function's code (:func:`innermost` for a decorated
+      one) runs or is traced (callers holding the original see the original);
+    * ``("name", attribute, module)`` for any other attribute (a class, a module, a builtin, a
+      value, a property with a setter, a function Dynamo knows by identity): met where code that
+      ran names it (``co_names``, or a string constant such as ``"module.attribute"``) in a run
+      that imported the module;
+    * ``("module", module, module)`` where neither applies (a closure cell holding no function):
+      met wherever the module is imported."""
     module = touched_module(owner, original)
     while module not in sys.modules and "." in module:  # a run's record lists sys.modules
         module = module.rpartition(".")[0]
@@ -135,20 +155,31 @@ def reach_of(owner: object, name: str, original: object) -> tuple[str, str, str]
     elif isinstance(original, property):
         function = original.fget if original.fset is None and original.fdel is None else None
     if isinstance(function, types.FunctionType) and _dynamo_meets_it_by_code(function):
-        code = original if isinstance(original, types.CodeType) else function.__code__
+        code = original if isinstance(original, types.CodeType) else innermost(function).__code__
         return ("code", code_key(code), module)
+    if not isinstance(owner, types.CellType) and name.isidentifier():
+        return ("name", name, module)
     return ("module", module, module)
 
 
-def apply_imports(fix_id: str) -> list[str]:
-    """The modules of the watched libraries that ``fix_id``'s apply imports beyond its trigger
-    modules (in a fresh interpreter: in a run, a fix applies when its triggers are imported, whatever
-    else is loaded). An import of such a module can register operators, lowerings or config; one of
-    another library (``packaging``, torchfix's own) changes nothing the libraries do."""
+def apply_imports(fix_id: str) -> dict[str, list[str]]:
+    """What ``fix_id``'s apply loads beyond its trigger modules, in a fresh interpreter (in a run,
+    a fix applies when its triggers are imported, whatever else is loaded): ``library``, the
+    modules of the watched libraries it imports (an import of one can register operators,
+    lowerings or config; one of another library, ``packaging`` or torchfix's own, changes nothing
+    the libraries do); ``own``, every module of its own distribution's package loaded once it is
+    applied (or found not needed: its probe ran), the declarations (``__init__``, ``package``,
+    ``version``) included."""
     import_triggers(fix_id, ignore_missing=True)
     before = set(sys.modules)
     torchfix_core.apply(only=[fix_id])
-    return sorted(m for m in set(sys.modules) - before if m.split(".")[0] in WATCHED)
+    (row,) = [r for r in torchfix_core.status() if r.id == fix_id]
+    top = fix_spec(fix_id).implementation.partition(":")[0].split(".")[0]
+    return {
+        "library": sorted(m for m in set(sys.modules) - before if m.split(".")[0] in WATCHED),
+        "own": sorted(m for m in sys.modules if m == top or m.startswith(top + ".")),
+        "state": [str(row.state)],
+    }
 
 
 def main() -> None:

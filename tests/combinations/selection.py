@@ -62,20 +62,25 @@ class FixFacts:
     #: ``file:line:name``; ``module``: the touched module), else ``("module", module, module)``:
     #: met wherever that module is imported
     reach: frozenset[tuple[str, str, str]] = frozenset()
-    #: the modules its apply imports beyond its trigger modules (measured in a fresh interpreter)
+    #: the modules of the libraries its apply imports beyond its trigger modules (measured in a
+    #: fresh interpreter)
     apply_imports: frozenset[str] = frozenset()
+    #: the modules of its own distribution's package loaded once it is applied (or its probe ran)
+    own_modules: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
 class Reached:
     """What one fix's reproduction reached when it ran alone (subset ``{fix}``), over every
-    interpreter it started: the modules imported and the code keys (``file:line:name``) of every
-    Python function entered (``test_combinations.py``'s recorder). ``opaque`` says why the code
-    keys cannot be trusted (Python ran on a thread the recorder does not see): then only modules
-    count (:func:`channels`)."""
+    interpreter it started: the modules imported, the code keys (``file:line:name``) of every
+    Python function that ran or that Dynamo traced, and the names that code uses
+    (``test_combinations.py``'s recorder). ``opaque`` says why codes and names cannot be trusted
+    (Python ran on a thread the recorder does not see): then only modules count (:func:`channels`)."""
 
     modules: frozenset[str]
     codes: frozenset[str] = frozenset()
+    #: the names the code that ran uses (``co_names``, parts of dotted string constants)
+    names: frozenset[str] = frozenset()
     opaque: str = ""
 
 
@@ -130,10 +135,13 @@ def load_facts(
     touched: Mapping[str, Iterable[str]] | None = None,
     reach: Mapping[str, Iterable[Sequence[str]]] | None = None,
     apply_imports: Mapping[str, Iterable[str]] | None = None,
+    own_modules: Mapping[str, Iterable[str]] | None = None,
 ) -> list[FixFacts]:
     """Every fix of the family (by id), with what the probes found on this torch (none when omitted):
-    patch points, touched modules, reach entries, the modules its apply imports."""
+    patch points, touched modules, reach entries, the library modules its apply imports, the
+    modules of its own distribution it loads."""
     points, modules, reaches, imports = patch_points or {}, touched or {}, reach or {}, apply_imports or {}
+    own = own_modules or {}
     return [
         FixFacts(
             id=fix_id,
@@ -144,6 +152,7 @@ def load_facts(
             touched=frozenset(modules.get(fix_id, ())),
             reach=frozenset(tuple(entry) for entry in reaches.get(fix_id, ())),  # type: ignore[misc]
             apply_imports=frozenset(imports.get(fix_id, ())),
+            own_modules=frozenset(own.get(fix_id, ())),
         )
         for fix_id, (package, spec) in load_specs().items()
     ]
@@ -251,16 +260,18 @@ def channels(fixes: Sequence[FixFacts], reached: Mapping[str, Reached]) -> dict[
     are left out). ``reached``: fix id -> what its reproduction reached alone (:class:`Reached`).
     The ways (docs/design.md, "Why a pair runs a reproduction only where a channel exists"):
 
-    * ``distribution``: one distribution (installed together, switched one by one);
+    * ``distribution``: one distribution whose fixes share a module beyond its declarations
+      (:func:`shared_modules`; without ``own_modules`` measured, any two of one distribution);
     * ``trigger``: nested trigger modules (one import applies both);
     * ``after``: an ``after`` edge either way (application order);
     * ``patch point``: both patch one attribute or function;
     * and only where f's run alone imports all of g's trigger modules (else g is never applied in
       f's run):
 
-      - ``reached``: a live patch of g is met in f's run: its original function's code ran
-        (``code`` entries), or its module was imported (``module`` entries, and every entry
-        where f's record is ``opaque``);
+      - ``reached``: a live patch of g is met in f's run: its original function's code ran or
+        was traced (``code`` entries), code that ran names the attribute in a run that imported
+        its module (``name`` entries), or its module was imported (``module`` entries, and every
+        entry where f's record is ``opaque``);
       - ``apply imports``: g's apply imports modules f's run alone did not.
 
     A fix that is not applied on this torch has no live patches: only the first three can link it.
@@ -272,7 +283,11 @@ def channels(fixes: Sequence[FixFacts], reached: Mapping[str, Reached]) -> dict[
                 continue
             why = []
             if g.distribution == f.distribution:
-                why.append(f"distribution {f.distribution}")
+                common = shared_modules(g, f)
+                if common is None:
+                    why.append(f"distribution {f.distribution}")
+                elif common:
+                    why.append(f"distribution {f.distribution} (shared {', '.join(common)})")
             if any(_nested(x, y) for x in g.triggers for y in f.triggers):
                 why.append("trigger")
             if f.id in g.after or g.id in f.after:
@@ -282,11 +297,7 @@ def channels(fixes: Sequence[FixFacts], reached: Mapping[str, Reached]) -> dict[
                 why.append("patch point " + ", ".join(sorted(shared)))
             seen = reached.get(f.id)
             if seen is not None and all(t in seen.modules for t in g.triggers):
-                met = sorted(
-                    f"{module}:{key.rpartition(':')[2]}" if kind == "code" else module
-                    for kind, key, module in g.reach
-                    if (key in seen.codes if kind == "code" and not seen.opaque else module in seen.modules)
-                )
+                met = sorted(_label(entry) for entry in g.reach if _met(entry, seen))
                 if met:
                     why.append("reached " + ", ".join(met))
                 new = sorted(g.apply_imports - seen.modules)
@@ -295,6 +306,37 @@ def channels(fixes: Sequence[FixFacts], reached: Mapping[str, Reached]) -> dict[
             if why:
                 found[(g.id, f.id)] = why
     return found
+
+
+#: the modules of a fix distribution's package that every fix of it loads and that hold
+#: declarations only (test_combinations.py checks that they do): ``__init__``, ``package``, ``version``
+DECLARATIONS = ("", ".package", ".version")
+
+
+def shared_modules(g: FixFacts, f: FixFacts) -> list[str] | None:
+    """The modules of their distribution that both g and f load, beyond its declarations; None
+    when either was not measured."""
+    if not g.own_modules or not f.own_modules:
+        return None
+    tops = {m.split(".")[0] for m in g.own_modules | f.own_modules}
+    declared = {top + suffix for top in tops for suffix in DECLARATIONS}
+    return sorted((g.own_modules & f.own_modules) - declared)
+
+
+def _met(entry: tuple[str, str, str], seen: Reached) -> bool:
+    kind, key, module = entry
+    if seen.opaque or kind == "module":
+        return module in seen.modules
+    if kind == "code":
+        return key in seen.codes
+    return module in seen.modules and key in seen.names
+
+
+def _label(entry: tuple[str, str, str]) -> str:
+    kind, key, module = entry
+    if kind == "code":
+        return f"{module}:{key.rpartition(':')[2]}"
+    return f"{module}.{key}" if kind == "name" else module
 
 
 def reproduce_in(

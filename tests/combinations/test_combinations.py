@@ -382,8 +382,9 @@ for _entry in sys.path:
 
 
 # Where $COMBINATIONS_REACH names a directory, every interpreter records what it reached into
-# <pid>.json there: the modules it imported, and the code (file:line:name) of every Python function
-# that ran or that Dynamo traced. A global trace function (sys.settrace; threading.settrace for
+# <pid>.json there: the modules it imported, the code (file:line:name) of every Python function
+# that ran or that Dynamo traced, and the names that code uses (co_names, and the parts of string
+# constants of dotted names, as getattr and Dynamo's rule tables name things). A global trace function (sys.settrace; threading.settrace for
 # every thread started through `threading`) sees each frame's first event and returns None, so
 # nothing is traced line by line; a frame of an __init__ in Dynamo's symbolic_convert.py (the
 # translators, built once per traced frame and per inlined call, with the code object among their
@@ -398,6 +399,10 @@ import types
 
 _codes = set()
 _translators = os.sep + os.path.join("torch", "_dynamo", "symbolic_convert.py")
+
+
+def _dotted(text):
+    return 0 < len(text) < 200 and all(part.isidentifier() for part in text.split("."))
 
 
 def _trace(frame, event, arg):
@@ -433,8 +438,15 @@ def _record_reach():
         return
     _written.append(True)
     sys.settrace(None)
-    codes = sorted({f"{c.co_filename}:{c.co_firstlineno}:{c.co_name}" for c in list(_codes)})
-    record = {"modules": sorted(sys.modules), "codes": codes, "opaque": _opaque()}
+    ran = list(_codes)
+    codes = sorted({f"{c.co_filename}:{c.co_firstlineno}:{c.co_name}" for c in ran})
+    names = set()
+    for code in ran:
+        names.update(code.co_names)
+        for const in code.co_consts:
+            if isinstance(const, str) and _dotted(const):
+                names.update(const.split("."))
+    record = {"modules": sorted(sys.modules), "codes": codes, "names": sorted(names), "opaque": _opaque()}
     with open(os.path.join(os.environ["COMBINATIONS_REACH"], f"{os.getpid()}.json"), "w") as handle:
         json.dump(record, handle)
 
@@ -473,22 +485,22 @@ def patch_points() -> dict[str, dict[str, Any]]:
 
 
 @functools.cache
-def apply_imports() -> dict[str, list[str]]:
-    """Fix id -> the modules its apply imports beyond its triggers (``_patch_points.py
-    --apply-imports``, a fresh interpreter per fix applied on this torch; ``$COMBINATIONS_JOBS``
-    at once)."""
+def apply_imports() -> dict[str, dict[str, list[str]]]:
+    """Fix id -> what its apply loads (``library``: modules of torch, TE, Magi beyond its triggers;
+    ``own``: its distribution's modules): ``_patch_points.py --apply-imports``, a fresh interpreter
+    per fix, ``jobs()`` at once."""
 
-    def one(fix: str) -> list[str]:
+    def one(fix: str) -> dict[str, list[str]]:
         env = child_env(install(everything()), TORCHFIX_AUTOLOAD="0")
         env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(HERE)])
         done = run([sys.executable, str(HERE / "_patch_points.py"), "--apply-imports", fix], env)
         assert done.returncode == 0, f"apply-imports probe of {fix}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
-    def make() -> dict[str, list[str]]:
+    def make() -> dict[str, dict[str, list[str]]]:
         from concurrent.futures import ThreadPoolExecutor
 
-        fixes = applied_here()
+        fixes = sorted(patch_points())
         with ThreadPoolExecutor(jobs()) as pool:
             return dict(zip(fixes, pool.map(one, fixes)))
 
@@ -510,7 +522,8 @@ def plan() -> tuple[list[selection.FixFacts], dict[selection.Subset, list[str]]]
         {i: row["points"] for i, row in probed.items()},
         {i: row["touched"] for i, row in probed.items()},
         {i: row["reach"] for i, row in probed.items()},
-        apply_imports(),
+        {i: row["library"] for i, row in apply_imports().items()},
+        {i: row["own"] for i, row in apply_imports().items()},
     )
     chosen = selection.powerset(fixes) if MODE == "powerset" else selection.select(fixes)
     return fixes, chosen
@@ -593,6 +606,7 @@ def reproduce_recorded(fix: str, env: dict[str, str], record: Path | None = None
     if record is not None:
         modules: set[str] = set()
         codes: set[str] = set()
+        names: set[str] = set()
         opaque: set[str] = set()
         records = sorted(record.glob("*.json"))
         assert records, f"{fix}: the reach recorder wrote nothing in {record}"
@@ -600,6 +614,7 @@ def reproduce_recorded(fix: str, env: dict[str, str], record: Path | None = None
             data = json.loads(one.read_text())
             modules |= set(data["modules"])
             codes |= set(data["codes"])
+            names |= set(data["names"])
             opaque |= {data["opaque"]} - {""}
         row.update(
             modules=sorted(modules), codes=sorted(codes), opaque="; ".join(sorted(opaque)), interpreters=len(records)
@@ -653,7 +668,9 @@ def linked() -> dict[tuple[str, str], list[str]]:
     """``selection.channels`` from this torch's live patches and the recorded imports."""
     fixes, _ = plan()
     reached = {
-        fix: selection.Reached(frozenset(row["modules"]), frozenset(row["codes"]), row["opaque"])
+        fix: selection.Reached(
+            frozenset(row["modules"]), frozenset(row["codes"]), frozenset(row["names"]), row["opaque"]
+        )
         for fix, row in alone_runs().items()
     }
     found = selection.channels(fixes, reached)
@@ -723,6 +740,49 @@ def test_the_guard_sees_a_callable_changed_outside_the_patch_layer() -> None:
         assert changed == {(module.__name__, "f"), (f"{module.__name__}.C", "m")}, changed
     finally:
         del sys.modules[module.__name__]
+
+
+#: what a distribution's declaration modules may call at module level (torchfix_core.spec's records)
+DECLARING_CALLS = {"FixSpec", "EnvSwitch", "Signature", "lazy_version"}
+
+
+def test_the_modules_every_fix_of_a_distribution_loads_hold_declarations_only() -> None:
+    """What ``selection.shared_modules`` leaves out (``DECLARATIONS``: a distribution's
+    ``__init__``, ``package`` and ``version``) holds no state two fixes could share: at module
+    level only docstrings, imports, function definitions, ``if TYPE_CHECKING:`` blocks, ``__all__``
+    and assignments of constants or of ``FixSpec`` / ``EnvSwitch`` / ``Signature`` /
+    ``lazy_version`` records; no ``global`` statement anywhere."""
+    import ast
+
+    problems = []
+    for dist in sorted({f.distribution for f in FAMILY}):
+        (top,) = [d for d in (PACKAGES / dist / "src").iterdir() if d.is_dir() and (d / "__init__.py").is_file()]
+        for suffix in selection.DECLARATIONS:
+            path = top / ("__init__.py" if not suffix else f"{suffix[1:]}.py")
+            if not path.is_file():
+                continue
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Global, ast.Nonlocal)):
+                    problems.append(f"{path.name}:{node.lineno}: {type(node).__name__.lower()} statement")
+            for node in tree.body:
+                if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef)):
+                    continue
+                if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                    continue
+                if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                    continue
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    value = node.value
+                    if [ast.unparse(t) for t in targets] == ["__all__"] and isinstance(value, ast.List):
+                        continue
+                    calls = [c for c in ast.walk(value) if isinstance(c, ast.Call)]
+                    mutable = isinstance(value, (ast.List, ast.Dict, ast.Set))  # a record's arguments may be lists
+                    if not mutable and all(ast.unparse(c.func) in DECLARING_CALLS for c in calls):
+                        continue
+                problems.append(f"{dist}/{path.name}:{node.lineno}: {ast.unparse(node)[:80]}")
+    assert problems == [], problems
 
 
 def recorder_only() -> Path:

@@ -35,6 +35,7 @@ def fix(
     touched=(),
     reach=(),
     apply_imports=(),
+    own_modules=(),
 ):
     return FixFacts(
         i,
@@ -45,6 +46,7 @@ def fix(
         frozenset(touched),
         frozenset(reach),
         frozenset(apply_imports),
+        frozenset(own_modules),
     )
 
 
@@ -250,6 +252,32 @@ def test_channels_name_every_way_one_fix_can_reach_another_reproduction() -> Non
     # an opaque record (Python ran where the recorder cannot see): a code entry counts by its module
     opaque = {**reached, "c": Reached(reached["c"].modules, frozenset(), opaque="a PrivateUse1 device")}
     assert channels(fixes, opaque)[("a", "c")] == ["after", "reached torch.utils.checkpoint:checkpoint"]
+
+
+def test_name_entries_and_the_modules_a_distribution_shares() -> None:
+    lru = ("name", "_set_lru_cache", "torch._C._dynamo.eval_frame")
+    fixes = [
+        fix("g", dist="torchfix-x", triggers=("torch",), reach={lru}, own_modules={"tx", "tx.package", "tx.g"}),
+        fix("f", dist="torchfix-x", own_modules={"tx", "tx.package", "tx.version", "tx.f"}),
+        fix("h", dist="torchfix-x", own_modules={"tx", "tx.h", "tx.g"}),
+        fix("k", dist="torchfix-x"),  # its modules not measured: any two of one distribution
+    ]
+    modules = frozenset({"torch", "torch._C._dynamo.eval_frame"})
+    reached = {
+        "f": Reached(modules, names=frozenset({"other_name"})),
+        "h": Reached(modules, names=frozenset({"_set_lru_cache"})),
+        "k": Reached(modules, names=frozenset({"_set_lru_cache"}), opaque="a PrivateUse1 device"),
+    }
+    found = channels(fixes, reached)
+    assert ("g", "f") not in found and ("f", "g") not in found  # declarations only; f never names it
+    assert found[("g", "h")] == [
+        "distribution torchfix-x (shared tx.g)",
+        "reached torch._C._dynamo.eval_frame._set_lru_cache",
+    ]
+    assert found[("h", "g")] == ["distribution torchfix-x (shared tx.g)"]
+    # opaque: the name entry counts by its module (imported here)
+    assert found[("g", "k")] == ["distribution torchfix-x", "reached torch._C._dynamo.eval_frame._set_lru_cache"]
+    assert found[("f", "k")] == found[("k", "f")] == ["distribution torchfix-x"]
 
 
 def test_reproductions_run_in_the_full_set_and_in_pairs_with_a_channel_only() -> None:
