@@ -617,7 +617,11 @@ def reproduce_recorded(fix: str, env: dict[str, str], record: Path | None = None
             names |= set(data["names"])
             opaque |= {data["opaque"]} - {""}
         row.update(
-            modules=sorted(modules), codes=sorted(codes), opaque="; ".join(sorted(opaque)), interpreters=len(records)
+            modules=sorted(modules),
+            codes=sorted(codes),
+            names=sorted(names),
+            opaque="; ".join(sorted(opaque)),
+            interpreters=len(records),
         )
     return row
 
