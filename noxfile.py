@@ -309,8 +309,9 @@ def combinations(session: nox.Session, torch: str) -> None:
     every subset of each group of fixes sharing a distribution, a trigger module, an ``after`` edge
     or a patch point (tests/combinations/selection.py), each installed as real wheels; per subset,
     discovery and order; the co-existence of every subset and pair in one interpreter; each fix's
-    own reproduction (red without it, green with it) with the rest of the subset active, in the full
-    set and in every pair with a channel (docs/design.md, "Combination suite"). Results and times:
+    own reproduction (red without it, green with it) with the rest of the subset active: alone (where
+    a recorder notes what it reaches), in the full set, and in every pair with a channel
+    (docs/design.md, "Combination suite"). Results and times:
     docs/compatibility.md, "Combinations"."""
     _combinations(session, torch, "selection")
 
