@@ -279,7 +279,7 @@ def render_combinations(combos: dict[str, dict[str, Any]]) -> list[str]:
             '`nox -s "combinations(<torch>)"` (docs/design.md, "Combination suite"): per subset discovery, the '
             "co-existence of every selected subset and every pair, and each fix's reproduction (red without, green "
             "with) with the rest of the subset active: alone (recording what it reaches), in the full set, and in "
-            "every pair with a channel. A row's channels are those its commit's suite derived: from commit e6e739d "
+            "every pair with a channel. A row's channels are those its commit's suite derived: from commit f7a69bc "
             "on, from what each reproduction reached when it ran alone; before, from every module the full set's "
             "runs imported.",
             "",
