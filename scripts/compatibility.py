@@ -261,7 +261,7 @@ def render(meta: dict[str, Any]) -> str:
             if row:
                 seen.setdefault(f"{row['state']}: {row['reason']}", []).append(name)
         for reason, where in seen.items():
-            lines.append(f"  - {', '.join(sorted(where))}: {reason}")
+            lines.append(f"  - {', '.join(sorted(where, key=release_order))}: {reason}")
     lines += ["", "## Combinations", ""]
     lines += render_combinations(load_cells("combinations"))
     lines += ["", "<!-- torchfix-compatibility-metadata", json.dumps(meta, indent=1, sort_keys=True), "-->", ""]
@@ -314,10 +314,15 @@ def render_combinations(combos: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def by_release(item: tuple[str, Any]) -> tuple[int, ...]:
-    """Sort key of a ``(cell name, cell)`` pair by the release its name ends with (``2.8.0`` < ``2.13.0``)."""
-    tail = item[0].rsplit("-", 1)[-1]
-    return tuple(int(part) for part in tail.split(".") if part.isdigit())
+def release_order(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key of a cell name with its numbers read as numbers: ``te-2.8.0`` < ``te-2.14.1``,
+    ``torch-2.9.1-py3.11`` < ``torch-2.10.0-py3.11`` (text compares before numbers)."""
+    return tuple((1, int(part)) if part.isdigit() else (0, part) for part in re.split(r"(\d+)", name) if part)
+
+
+def by_release(item: tuple[str, Any]) -> tuple[tuple[int, int | str], ...]:
+    """Sort key of a ``(cell name, cell)`` pair: :func:`release_order` of its name."""
+    return release_order(item[0])
 
 
 def combination_minutes(cell: dict[str, Any]) -> str:

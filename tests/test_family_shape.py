@@ -198,6 +198,19 @@ def test_a_combination_run_says_its_wall_minutes() -> None:
     assert ordered == ["combinations-2.8.0", "combinations-2.10.0", "combinations-2.13.0"]
 
 
+def test_cell_names_sort_by_their_releases() -> None:
+    """The page lists cells (in its "why" lines too) in release order, not as strings."""
+    names = ["te-2.8.0", "torch-2.10.0-py3.11", "te-2.14.1", "magi-2.13.0", "torch-2.9.1-py3.11", "te-1.13.0"]
+    assert sorted(names, key=compatibility.release_order) == [
+        "magi-2.13.0",
+        "te-1.13.0",
+        "te-2.8.0",
+        "te-2.14.1",
+        "torch-2.9.1-py3.11",
+        "torch-2.10.0-py3.11",
+    ]
+
+
 def test_workflow_matrices_match_the_noxfile() -> None:
     """The workflow's job matrices (torch, combinations per torch, Python, TransformerEngine) list what
     noxfile.py runs."""
