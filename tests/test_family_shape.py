@@ -265,6 +265,23 @@ def test_every_fix_id_has_its_page_and_the_readme_links_it() -> None:
     assert unlinked == [], f"fix ids the README does not link: {unlinked}"
 
 
+def test_every_fix_logs_under_its_own_id() -> None:
+    """A fix's logger is ``torchfix.<fix id>`` (README, ``TORCHFIX_LOG``): every logger a fix package
+    names by a literal is one of the family's fix ids (``tally_and_log`` names it from the id; a name
+    computed at run time, ``getLogger(MODULE)``, is torch's own logger that a probe quiets)."""
+    ids = set(family.family_members())
+    named: dict[str, str] = {}
+    for package in FIXES:
+        for source in sorted(module_dir(package).rglob("*.py")):
+            for call in ast.walk(ast.parse(source.read_text())):
+                if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "getLogger" and call.args:
+                    if isinstance(call.args[0], ast.Constant):
+                        named[f"{source.relative_to(ROOT)}:{call.lineno}"] = call.args[0].value
+    assert named, "no logger found: the scan is broken"
+    wrong = {where: name for where, name in named.items() if name.removeprefix("torchfix.") not in ids}
+    assert wrong == {}, f"loggers not named torchfix.<fix id>: {wrong}"
+
+
 def test_every_fix_declares_signatures_and_its_page_lists_them() -> None:
     """Signatures are part of what a fix is (docs/adding-a-fix.md): every fix id of the family
     declares at least one in its spec, every pattern compiles, the family's catalog (torchfix-all's

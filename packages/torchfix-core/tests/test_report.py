@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from torchfix_core.tallies import Tally, tally
+from torchfix_core.tallies import Tally, tally, tally_and_log
 from torchfix_core.testing import clean_environ
 
 STEP = (
@@ -102,6 +102,14 @@ def test_tally_details_are_bounded_and_never_raise() -> None:
     t.clear()
     assert t.acted == 0 and t.as_dict()["details"] == {}
     assert tally("same-id") is tally("same-id", "late-event") and "late-event" in tally("same-id").counts
+
+
+def test_tally_and_log_name_the_tally_and_the_logger_from_one_id() -> None:
+    import logging
+
+    acted, log = tally_and_log("one-id", "kept")
+    assert acted is tally("one-id") and acted.counts == {"kept": 0}
+    assert log is logging.getLogger("torchfix.one-id") and log.parent is logging.getLogger("torchfix")
 
 
 def test_counts_expression_reaches_the_counts_from_foreign_globals() -> None:

@@ -6,6 +6,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import pytest
 from torchfix_core.testing import fix_switch, only_fix, run_json_script
 
 SCENARIOS = Path(__file__).resolve().parent / "_scenarios.py"
@@ -53,6 +54,11 @@ def both(on: bool = True) -> dict[str, str]:
     return {**only_fix(CAST, on), **fix_switch(UNSHARD, on)}
 
 
+#: the world sizes of a reproduction: one rank (the default set) and two (``slow``: 30-60 s each on a
+#: loaded 2-core machine)
+RANKS = pytest.mark.parametrize(
+    "world", [pytest.param(1, id="one-rank"), pytest.param(2, id="two-ranks", marks=pytest.mark.slow)]
+)
 DTYPE_ERROR = "mat1 and mat2 must have the same dtype"
 MIXED_ERROR = "got mixed torch.Tensor and DTensor"
 
@@ -61,6 +67,15 @@ def assert_fails(r: dict[str, Any], message: str) -> None:
     assert r["ok"] is False, f"the bug did not reproduce on torch {r['torch']}: {r}"
     assert r["error_type"] == "builtins.RuntimeError", r
     assert message in r["error"], r["error"]
+
+
+def assert_red(scenario: str, world: int, fix_id: str, message: str) -> dict[str, Any]:
+    """Run ``scenario`` on ``world`` ranks with ``fix_id`` alone switched off; assert it is
+    ``disabled`` and the run fails with ``message``. Returns the run."""
+    r = run(scenario, world, alone(fix_id, False))
+    assert r["states"][fix_id] == "disabled", r
+    assert_fails(r, message)
+    return r
 
 
 def assert_green(r: dict[str, Any], **states: str) -> None:

@@ -6,7 +6,7 @@ the same model trained without checkpointing."""
 from __future__ import annotations
 
 import pytest
-from _util import CAST, DTYPE_ERROR, UNSHARD, alone, assert_fails, assert_green, run, upstream_fixed
+from _util import CAST, DTYPE_ERROR, RANKS, UNSHARD, alone, assert_fails, assert_green, assert_red, run, upstream_fixed
 from torchfix_core.testing import state_to_expect
 
 UPSTREAM = upstream_fixed()  # this torch's own code, torchfix off
@@ -18,27 +18,15 @@ fixed_upstream = pytest.mark.skipif(not UPSTREAM["cast"], reason="torch lacks up
 
 
 @needs_bug
-def test_hf_checkpoint_bf16_fails_without_fix() -> None:
-    r = run("cast", 1, alone(CAST, False))
-    assert r["states"][CAST] == "disabled"
-    assert_fails(r, f"{DTYPE_ERROR}, but got Float and BFloat16")
+@RANKS
+def test_hf_checkpoint_bf16_fails_without_fix(world: int) -> None:
+    assert_red("cast", world, CAST, f"{DTYPE_ERROR}, but got Float and BFloat16")
 
 
 @needs_bug
-def test_hf_checkpoint_bf16_passes_with_fix() -> None:
-    assert_green(run("cast", 1, alone(CAST, True)), fsdp_recompute_cast="applied")
-
-
-@pytest.mark.slow
-@needs_bug
-def test_hf_checkpoint_bf16_two_ranks_fails_without_fix() -> None:
-    assert_fails(run("cast", 2, alone(CAST, False)), f"{DTYPE_ERROR}, but got Float and BFloat16")
-
-
-@pytest.mark.slow
-@needs_bug
-def test_hf_checkpoint_bf16_two_ranks_passes_with_fix() -> None:
-    assert_green(run("cast", 2, alone(CAST, True)), fsdp_recompute_cast="applied")
+@RANKS
+def test_hf_checkpoint_bf16_passes_with_fix(world: int) -> None:
+    assert_green(run("cast", world, alone(CAST, True)), fsdp_recompute_cast="applied")
 
 
 # -- modules sharded before the fix is applied, and revert ---------------------------------------------

@@ -10,10 +10,12 @@ from _util import (
     CAST,
     DTYPE_ERROR,
     MIXED_ERROR,
+    RANKS,
     UNSHARD,
     alone,
     assert_fails,
     assert_green,
+    assert_red,
     both,
     run,
     upstream_fixed,
@@ -30,31 +32,17 @@ needs_both_bugs = pytest.mark.skipif(UPSTREAM["unshard"] or UPSTREAM["cast"], re
 
 
 @needs_bug
-def test_nested_two_forwards_fails_without_fix() -> None:
-    r = run("unshard", 1, alone(UNSHARD, False))
-    assert r["states"][UNSHARD] == "disabled"
+@RANKS
+def test_nested_two_forwards_fails_without_fix(world: int) -> None:
+    r = assert_red("unshard", world, UNSHARD, MIXED_ERROR)
     # "aten.addmm.default got mixed ..." (2.10), "aten.addmm.default: got mixed ..." (2.8, 2.9)
-    assert_fails(r, MIXED_ERROR)
     assert r["error"].startswith("aten.addmm.default"), r["error"]
 
 
 @needs_bug
-def test_nested_two_forwards_passes_with_fix() -> None:
-    assert_green(run("unshard", 1, alone(UNSHARD, True)), fsdp_recompute_unshard="applied")
-
-
-@pytest.mark.slow
-@needs_bug
-def test_nested_two_forwards_two_ranks_fails_without_fix() -> None:
-    r = run("unshard", 2, alone(UNSHARD, False))
-    assert_fails(r, MIXED_ERROR)
-    assert r["error"].startswith("aten.addmm.default"), r["error"]
-
-
-@pytest.mark.slow
-@needs_bug
-def test_nested_two_forwards_two_ranks_passes_with_fix() -> None:
-    assert_green(run("unshard", 2, alone(UNSHARD, True)), fsdp_recompute_unshard="applied")
+@RANKS
+def test_nested_two_forwards_passes_with_fix(world: int) -> None:
+    assert_green(run("unshard", world, alone(UNSHARD, True)), fsdp_recompute_unshard="applied")
 
 
 # -- both bugs at once (nested, two forwards, bf16 param_dtype with an fp32 output_dtype) -----------------
@@ -75,14 +63,9 @@ def test_nested_two_forwards_bf16_fails_with_one_fix_disabled(off: str) -> None:
 
 
 @needs_both_bugs
-def test_nested_two_forwards_bf16_passes_with_fixes() -> None:
-    assert_green(run("both", 1, both(True)), fsdp_recompute_cast="applied", fsdp_recompute_unshard="applied")
-
-
-@pytest.mark.slow
-@needs_both_bugs
-def test_nested_two_forwards_bf16_two_ranks_passes_with_fixes() -> None:
-    assert_green(run("both", 2, both(True)), fsdp_recompute_cast="applied", fsdp_recompute_unshard="applied")
+@RANKS
+def test_nested_two_forwards_bf16_passes_with_fixes(world: int) -> None:
+    assert_green(run("both", world, both(True)), fsdp_recompute_cast="applied", fsdp_recompute_unshard="applied")
 
 
 @needs_both_bugs

@@ -18,7 +18,9 @@ skip with the reason. ``magi-cache-key`` needs MagiCompiler installed.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -45,16 +47,26 @@ def _needs_range(fix_id: str) -> None:
 
 
 _RUN_NAME = {False: "red", True: "green"}
+#: why a fix's red/green pair skips where its bug probe finds no bug on the running torch
+_NO_BUG = {
+    "placement-cache": "torch's DTensor AOTAutograd key tells uneven local shards apart here (no false hit)",
+    "aot-bypass-key": "torch's fallback key is already unique per call here (or there is none)",
+    "aot-autocast-key": "torch keys the autocast dtype itself here",
+    "aot-hop-body-key": "check_cacheable checks nested bodies here",
+}
 
 
-def _red_green(fix_id: str, bug_present: Callable[[], bool], no_bug: str, run: Callable[[bool], Any]) -> dict[str, Any]:
-    """``{"red": run(False), "green": run(True)}``: ``fix_id``'s reproduction without and with the
-    fix, in that order; skipped where the fix is outside its validated range, or where
-    ``bug_present()`` says this torch has no bug (``no_bug`` says why)."""
+def _red_green(
+    fix_id: str, bug_present: Callable[[], bool], tmp: pytest.TempPathFactory, run: Callable[[bool, Path], Any]
+) -> dict[str, Any]:
+    """``{"red": run(False, dir), "green": run(True, dir)}``: ``fix_id``'s reproduction without and
+    with the fix, in that order, each with a fresh directory ``<fix_id>-red`` / ``-green``; skipped
+    where the fix is outside its validated range, or where ``bug_present()`` says this torch has no
+    bug (:data:`_NO_BUG` says why)."""
     _needs_range(fix_id)
     if not bug_present():
-        pytest.skip(no_bug)
-    return {name: run(fix) for fix, name in _RUN_NAME.items()}
+        pytest.skip(_NO_BUG[fix_id])
+    return {name: run(fix, tmp.mktemp(f"{fix_id}-{name}")) for fix, name in _RUN_NAME.items()}
 
 
 def _assert_counted_nothing(report: dict[str, Any], fix_id: str) -> None:
@@ -65,15 +77,15 @@ def _assert_counted_nothing(report: dict[str, Any], fix_id: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def placement_runs() -> dict[str, list[dict[str, Any]]]:
+def placement_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     from _multirank import run_job
     from _placement_cache_util import bug_present
 
     return _red_green(
         PLACEMENT,
         bug_present,
-        "torch's DTensor AOTAutograd key tells uneven local shards apart here (no false hit)",
-        lambda fix: run_job("uneven", world=2, env=only_fix(PLACEMENT, fix)),
+        tmp_path_factory,
+        lambda fix, _: run_job("uneven", world=2, env=only_fix(PLACEMENT, fix)),
     )
 
 
@@ -152,12 +164,7 @@ def test_magi_cache_key_report_counts_changed_keys(magi_runs: dict[str, Any]) ->
 def bypass_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     from _aot_bypass_key_util import SEEDED, bug_present, run
 
-    return _red_green(
-        BYPASS,
-        bug_present,
-        "torch's fallback key is already unique per call here (or there is none)",
-        lambda fix: run(SEEDED, tmp_path_factory.mktemp(f"bypass-{_RUN_NAME[fix]}"), fix=fix),
-    )
+    return _red_green(BYPASS, bug_present, tmp_path_factory, lambda fix, tmp: run(SEEDED, tmp, fix=fix))
 
 
 def test_aot_bypass_key_report_counts_changed_keys(bypass_runs: dict[str, dict[str, Any]]) -> None:
@@ -176,21 +183,30 @@ def test_aot_bypass_key_red_run_counts_nothing_and_shows_the_symptom(bypass_runs
 
 
 @pytest.fixture(scope="module")
-def autocast_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    from _aot_cache_key_util import autocast_bug_present, run
+def cache_key_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, dict[str, Any]]]:
+    """``cache_key_runs(fix_id)``: the red/green pair of ``aot-autocast-key`` or ``aot-hop-body-key``
+    (one ``_aot_cache_key_util`` scenario each), run on first use and kept for the module."""
+    import _aot_cache_key_util as util
 
-    return _red_green(
-        AUTOCAST,
-        autocast_bug_present,
-        "torch keys the autocast dtype itself here",
-        lambda fix: run(
-            AUTOCAST, fix, tmp_path_factory.mktemp(f"autocast-{_RUN_NAME[fix]}"), "autocast_runs", "bfloat16,float16"
-        ),
-    )
+    scenarios = {
+        AUTOCAST: (util.autocast_bug_present, "autocast_runs", "bfloat16,float16"),
+        HOP_BODY: (util.hop_bug_present, "checkpointed", "opaque"),
+    }
+
+    @functools.cache
+    def runs(fix_id: str) -> dict[str, dict[str, Any]]:
+        bug_present, scenario, arg = scenarios[fix_id]
+        return _red_green(
+            fix_id, bug_present, tmp_path_factory, lambda fix, tmp: util.run(fix_id, fix, tmp, scenario, arg)
+        )
+
+    return runs
 
 
-def test_aot_autocast_key_report_counts_changed_keys(autocast_runs: dict[str, dict[str, Any]]) -> None:
-    green = autocast_runs["green"]
+def test_aot_autocast_key_report_counts_changed_keys(
+    cache_key_runs: Callable[[str], dict[str, dict[str, Any]]],
+) -> None:
+    green = cache_key_runs(AUTOCAST)["green"]
     report = green["reports"][AUTOCAST]
     assert report["state"] == "applied" and all(r["equal"] for r in green["runs"]), green
     # both compiles keyed under autocast: the key names each dtype
@@ -198,9 +214,9 @@ def test_aot_autocast_key_report_counts_changed_keys(autocast_runs: dict[str, di
 
 
 def test_aot_autocast_key_red_run_counts_nothing_and_shows_the_symptom(
-    autocast_runs: dict[str, dict[str, Any]],
+    cache_key_runs: Callable[[str], dict[str, dict[str, Any]]],
 ) -> None:
-    red = autocast_runs["red"]
+    red = cache_key_runs(AUTOCAST)["red"]
     _assert_counted_nothing(red["reports"][AUTOCAST], AUTOCAST)
     fp16 = red["runs"][1]
     assert fp16["dtype"] == "torch.bfloat16" and fp16["eager_dtype"] == "torch.float16", red  # no exception
@@ -209,27 +225,17 @@ def test_aot_autocast_key_red_run_counts_nothing_and_shows_the_symptom(
 # --- aot-hop-body-key: an opaque callable in a checkpoint body, one process -------------------------------
 
 
-@pytest.fixture(scope="module")
-def hop_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    from _aot_cache_key_util import hop_bug_present, run
-
-    return _red_green(
-        HOP_BODY,
-        hop_bug_present,
-        "check_cacheable checks nested bodies here",
-        lambda fix: run(HOP_BODY, fix, tmp_path_factory.mktemp(f"hop-{_RUN_NAME[fix]}"), "checkpointed", "opaque"),
-    )
-
-
-def test_aot_hop_body_key_report_counts_bypassed_bodies(hop_runs: dict[str, dict[str, Any]]) -> None:
-    green = hop_runs["green"]
+def test_aot_hop_body_key_report_counts_bypassed_bodies(
+    cache_key_runs: Callable[[str], dict[str, dict[str, Any]]],
+) -> None:
+    green = cache_key_runs(HOP_BODY)["green"]
     report = green["reports"][HOP_BODY]
     assert report["state"] == "applied" and green["out_ok"] and green["grad_ok"], green
     assert report["events"]["body-bypassed"] >= 1, green
     assert green["counters"].get("autograd_cache_bypass", 0) >= 1, green
 
 
-def test_aot_hop_body_key_red_run_counts_nothing(hop_runs: dict[str, dict[str, Any]]) -> None:
-    red = hop_runs["red"]
+def test_aot_hop_body_key_red_run_counts_nothing(cache_key_runs: Callable[[str], dict[str, dict[str, Any]]]) -> None:
+    red = cache_key_runs(HOP_BODY)["red"]
     _assert_counted_nothing(red["reports"][HOP_BODY], HOP_BODY)
     assert red["counters"].get("autograd_cache_saved") == 1, red  # cached: a later process would get it

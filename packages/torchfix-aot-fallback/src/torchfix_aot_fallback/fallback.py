@@ -16,7 +16,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from torchfix_core.tallies import Tally, tally
+from torchfix_core.tallies import Tally, tally_and_log
 
 from torchfix_aot_fallback import memo, policy
 
@@ -48,14 +48,17 @@ class FallbackRecord:
 
 class FallbackLog:
     """The fallbacks one fix made in this process, oldest first, with its warn-once set
-    (thread-safe), and that fix's tally (``torchfix_core.report()``). The torch-level fix and the
-    Magi adapter each keep one; ``events`` are the record kinds the fix declares (at 0)."""
+    (thread-safe), that fix's tally (``torchfix_core.report()``) and its logger ``torchfix.<fix id>``.
+    The torch-level fix and the Magi adapter each keep one; ``events`` are the record kinds the fix
+    declares (at 0)."""
 
     def __init__(self, fix_id: str, events: tuple[str, ...]) -> None:
         self._lock = threading.Lock()
         self._records: list[FallbackRecord] = []
         self._warned: set[str] = set()
-        self.tally: Tally = tally(fix_id, *(EVENTS[kind] for kind in events))
+        self.tally: Tally
+        self.log: logging.Logger
+        self.tally, self.log = tally_and_log(fix_id, *(EVENTS[kind] for kind in events))
 
     def add(self, rec: FallbackRecord, once: str, message: str) -> None:
         """Record ``rec`` and count it (event of its kind, detail ``<function>: <cause>``); log
@@ -67,7 +70,7 @@ class FallbackLog:
             self._warned.add(once)
         self.tally.note(EVENTS.get(rec.kind, rec.kind), f"{rec.function}: {rec.cause}")
         if first:
-            log.warning("%s", message)
+            self.log.warning("%s", message)
 
     def records(self) -> list[FallbackRecord]:
         with self._lock:

@@ -56,7 +56,6 @@ swallowing ``AssertionError``.
 from __future__ import annotations
 
 import inspect
-import logging
 import types
 from typing import Any, Callable
 
@@ -68,7 +67,6 @@ FIX_ID = "magi-aot-fallback"
 ORCHESTRATION_PARAMS = ("state", "args", "kwargs")
 _AOT_STEPS = ("aot_compile", "save_aot_compile_artifacts", "load_aot_compile_artifacts")
 _STATE_FIELDS = ("compile_config", "compiled_entry", "aot_compiled_fn", "aot_compile_artifacts", "jit_compiled_code")
-log = logging.getLogger("torchfix.aot-fallback")
 
 _log = fallback.FallbackLog(FIX_ID, ("magi-compile",))
 

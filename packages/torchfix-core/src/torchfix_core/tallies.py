@@ -3,9 +3,9 @@
 A fix's implementation takes its tally once, at import, declaring its events, and counts where it
 acts::
 
-    from torchfix_core.tallies import tally
+    from torchfix_core.tallies import tally_and_log
 
-    ACTED = tally("my-fix", "saved-random-op")
+    ACTED, log = tally_and_log("my-fix", "saved-random-op")  # or ACTED = tally(...): no logger
     COUNTS = ACTED.counts                         # a plain dict, every declared event at 0
     ...
     COUNTS["saved-random-op"] += 1                # the hot form: two dict operations, no call
@@ -24,14 +24,19 @@ at the same moment may lose one increment (the GIL makes each dict operation ato
 pair), which a report of "did it act, and about how often" tolerates; details are kept under a
 lock.
 
-This module imports only ``threading`` (already imported by ``import torch``).
+A fix's logger is ``torchfix.<fix id>``, a child of the ``torchfix`` logger that ``TORCHFIX_LOG``
+sets up: :func:`tally_and_log` gives the tally and that logger from the one id, so what a fix
+counts and what it logs are found under the same name.
+
+This module imports only ``logging`` and ``threading`` (both already imported by ``import torch``).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 
-__all__ = ["MAX_DETAILS", "MAX_DETAIL_CHARS", "Tally", "counts_expression", "tallies", "tally"]
+__all__ = ["MAX_DETAILS", "MAX_DETAIL_CHARS", "Tally", "counts_expression", "tallies", "tally", "tally_and_log"]
 
 #: distinct details kept per event (later distinct ones are counted under ``"(more)"``)
 MAX_DETAILS = 20
@@ -123,3 +128,9 @@ def tallies() -> dict[str, Tally]:
     """Every tally made in this process: fix id -> :class:`Tally` (a copy of the index)."""
     with _LOCK:
         return dict(_TALLIES)
+
+
+def tally_and_log(fix_id: str, *events: str) -> tuple[Tally, logging.Logger]:
+    """``(tally(fix_id, *events), logging.getLogger("torchfix." + fix_id))``: the fix's tally and
+    its logger, named from one id, for an implementation module that serves one fix."""
+    return tally(fix_id, *events), logging.getLogger(f"torchfix.{fix_id}")

@@ -58,18 +58,15 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import logging
 import sys
 import types
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module, require_parameters
-from torchfix_core.tallies import tally
+from torchfix_core.tallies import tally_and_log
 
 FIX_ID = "fp8-minmax-store"
-log = logging.getLogger(f"torchfix.{FIX_ID}")
-
 CODEGEN_MODULE = "torch._inductor.codegen.triton"
 CACHE_MODULE = "torch._inductor.codecache"
 OVERRIDES = "TritonOverrides"
@@ -83,7 +80,7 @@ TORCHAO_PATCH = "torchao.float8._inductor_patch"
 
 #: ``where-min-max-emitted``: one ``minimum``/``maximum`` emitted in the ``tl.where`` form (per op of
 #: a generated Triton kernel); ``key-changed``: an FX graph / AOTAutograd key computed with the term
-ACTED = tally(FIX_ID, "where-min-max-emitted", "key-changed")
+ACTED, log = tally_and_log(FIX_ID, "where-min-max-emitted", "key-changed")
 COUNTS = ACTED.counts
 
 

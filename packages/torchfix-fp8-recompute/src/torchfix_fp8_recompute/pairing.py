@@ -71,7 +71,6 @@ from __future__ import annotations
 import builtins
 import dis
 import linecache
-import logging
 import types
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -79,16 +78,14 @@ from typing import Any, Callable
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module, nested_code, same_code
 from torchfix_core.sourcepatch import code_at, compile_module, module_source, source_span
-from torchfix_core.tallies import counts_expression, tally
-
-log = logging.getLogger("torchfix.fp8-recompute-pairing")
+from torchfix_core.tallies import counts_expression, tally_and_log
 
 DIST = "transformer_engine.pytorch.distributed"
 BASE = "transformer_engine.pytorch.module.base"
 FIX_ID = "fp8-recompute-pairing"
 FILENAME_PREFIX = f"<torchfix {FIX_ID}: "
 
-ACTED = tally(
+ACTED, log = tally_and_log(
     FIX_ID, "kept-eval-module-state", "inherited-region-without-grad-inputs", "ran-no-grad-checkpoint-directly"
 )
 COUNTS = ACTED.counts

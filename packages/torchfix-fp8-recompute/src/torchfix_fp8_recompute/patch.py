@@ -45,17 +45,14 @@ Upstream: https://github.com/NVIDIA/TransformerEngine/pull/3284
 
 from __future__ import annotations
 
-import logging
 import types
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module
-from torchfix_core.tallies import tally
+from torchfix_core.tallies import tally_and_log
 
-log = logging.getLogger("torchfix.fp8-recompute")
-
-ACTED = tally("fp8-recompute", "kept-recompute-state")
+ACTED, log = tally_and_log("fp8-recompute", "kept-recompute-state")
 COUNTS = ACTED.counts
 
 MODULE = "transformer_engine.pytorch.distributed"

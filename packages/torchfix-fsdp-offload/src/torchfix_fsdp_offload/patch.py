@@ -50,23 +50,20 @@ and 2.14.1 :722-733, 2.15.0 :790-801.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable
 
 from torchfix_core import Fix, ProbeResult
-from torchfix_core.tallies import tally
+from torchfix_core.tallies import tally_and_log
 
 from torchfix_fsdp_offload import probes
 
 FIX_ID = "fsdp-offload-hook"
-log = logging.getLogger(f"torchfix.{FIX_ID}")
-
 #: What ``torchfix_core.report()`` counts: ``blocking-copy-for-hooks``, once per ``foreach_reduce``
 #: call (one per FSDP parameter group per backward) in which the wrapper made at least one copy
 #: blocking that torch would have made non-blocking (a pinned, hooked parameter whose gradient is
 #: not accumulated into an existing one). Not counted: groups without hooked pinned parameters,
 #: and gradient accumulation (blocking in torch already).
-ACTED = tally(FIX_ID, "blocking-copy-for-hooks")
+ACTED, log = tally_and_log(FIX_ID, "blocking-copy-for-hooks")
 COUNTS = ACTED.counts
 
 

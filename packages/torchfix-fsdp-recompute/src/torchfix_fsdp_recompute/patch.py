@@ -76,7 +76,6 @@ from __future__ import annotations
 
 import functools
 import linecache
-import logging
 import types
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -84,11 +83,9 @@ from typing import Any, Callable
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.patching import check_signature
 from torchfix_core.sourcepatch import reproduced_source
-from torchfix_core.tallies import counts_expression, tally
+from torchfix_core.tallies import counts_expression, tally_and_log
 
 from torchfix_fsdp_recompute import probes
-
-log = logging.getLogger("torchfix.fsdp-recompute")
 
 CAST_ID = "fsdp-recompute-cast"
 UNSHARD_ID = "fsdp-recompute-unshard"
@@ -99,9 +96,9 @@ UNSHARD_ID = "fsdp-recompute-unshard"
 #: ``output_dtype`` (fsdp-recompute-cast); ``unshard-in-recompute`` when the patched ``_pre_forward``
 #: unshards a resharded param group (fsdp-recompute-unshard). Not counted: forwards outside
 #: recompute, a policy without those dtypes, a recompute whose params were still unsharded.
-CAST_ACTED = tally(CAST_ID, "cast-inputs-in-recompute", "cast-output-in-recompute")
+CAST_ACTED, cast_log = tally_and_log(CAST_ID, "cast-inputs-in-recompute", "cast-output-in-recompute")
 CAST_COUNTS = CAST_ACTED.counts
-UNSHARD_ACTED = tally(UNSHARD_ID, "unshard-in-recompute")
+UNSHARD_ACTED, unshard_log = tally_and_log(UNSHARD_ID, "unshard-in-recompute")
 UNSHARD_COUNTS = UNSHARD_ACTED.counts
 
 
@@ -208,7 +205,7 @@ class RecomputeCastFix(Fix):
             self.patches.replace(found.cell, "cell_contents", wrapper, check=is_inner)
             # ... and what it says it wraps (inspect.unwrap, doctor)
             self.patches.replace(found.decorated, "__wrapped__", wrapper, check=is_inner)
-        log.debug("patched %s.FSDPState._pre_forward/_post_forward (cast in PRE_BACKWARD)", probes.MODULE)
+        cast_log.debug("patched %s.FSDPState._pre_forward/_post_forward (cast in PRE_BACKWARD)", probes.MODULE)
 
 
 # -- fsdp-recompute-unshard ---------------------------------------------------------------------------
@@ -296,4 +293,4 @@ class RecomputeUnshardFix(Fix):
         text = "".join(found.lines)
         linecache.cache[found.filename] = (len(text), None, list(found.lines), found.filename)
         self.patches.swap_code(found.func, found.code, signature=probes.PRE_FORWARD_SIGNATURE)
-        log.debug("patched %s.FSDPState._pre_forward (unshard in PRE_BACKWARD)", probes.MODULE)
+        unshard_log.debug("patched %s.FSDPState._pre_forward (unshard in PRE_BACKWARD)", probes.MODULE)

@@ -48,20 +48,17 @@ Upstream: pytorch/pytorch#181564 (torch 2.13), #191110 (enabled and dtype of eve
 from __future__ import annotations
 
 import functools
-import logging
 import types
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module
-from torchfix_core.tallies import tally
-
-log = logging.getLogger("torchfix.aot-autocast-key")
+from torchfix_core.tallies import tally_and_log
 
 #: ``key-changed``: an AOTAutograd key was computed with the autocast state added (every key, once
 #: per compile or cache lookup); ``autocast-dtype-keyed``: of those, autocast was on, so the key now
 #: names the autocast dtype that torch's key left out (the case the bug serves a wrong artifact in)
-ACTED = tally("aot-autocast-key", "key-changed", "autocast-dtype-keyed")
+ACTED, log = tally_and_log("aot-autocast-key", "key-changed", "autocast-dtype-keyed")
 COUNTS = ACTED.counts
 
 MODULE = "torch._functorch._aot_autograd.autograd_cache"

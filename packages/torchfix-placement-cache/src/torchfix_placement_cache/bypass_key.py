@@ -64,13 +64,11 @@ from typing import Any, Callable, Iterator
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module, nested_code
-from torchfix_core.tallies import tally
-
-log = logging.getLogger("torchfix.aot-bypass-key")
+from torchfix_core.tallies import tally_and_log
 
 #: ``key-changed``: the fallback drew a uuid4 key instead of ``str(random.random())`` (once per
 #: unkeyable graph compiled under AOT precompile; such a key never hits a cache entry)
-ACTED = tally("aot-bypass-key", "key-changed")
+ACTED, log = tally_and_log("aot-bypass-key", "key-changed")
 COUNTS = ACTED.counts
 
 MODULE = "torch._functorch._aot_autograd.autograd_cache"

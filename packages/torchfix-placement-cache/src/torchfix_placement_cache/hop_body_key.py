@@ -50,19 +50,16 @@ Upstream: pytorch/pytorch#194658 (open).
 from __future__ import annotations
 
 import functools
-import logging
 import types
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module
-from torchfix_core.tallies import tally
-
-log = logging.getLogger("torchfix.aot-hop-body-key")
+from torchfix_core.tallies import tally_and_log
 
 #: ``body-bypassed``: a graph whose nested body holds a node the root-graph rule refuses now
 #: bypasses the AOTAutograd cache (detail: the subgraph and the node; once per compile, never per step)
-ACTED = tally("aot-hop-body-key", "body-bypassed")
+ACTED, log = tally_and_log("aot-hop-body-key", "body-bypassed")
 
 MODULE = "torch._functorch._aot_autograd.autograd_cache"
 FUNCTION = "check_cacheable"
@@ -141,6 +138,13 @@ def refuses(module: types.ModuleType, gm: Any, func: Callable[[Any], None] | Non
     return False
 
 
+#: what the probe reports where the bug is present
+BUG = (
+    f"{FUNCTION} checks the root graph only: an opaque callable in a checkpoint or custom-autograd "
+    "body is keyed by its import path and a changed global or body is served from the cache"
+)
+
+
 class AotHopBodyKeyFix(Fix):
     """Wraps ``check_cacheable`` to check nested graph bodies too (see the module doc)."""
 
@@ -152,11 +156,7 @@ class AotHopBodyKeyFix(Fix):
             raise PatchRefused(f"{MODULE}.{FUNCTION} accepts a graph calling a plain Python function: unknown layout")
         if refuses(module, root):
             return ProbeResult(False, f"{FUNCTION} checks the nodes of nested graph bodies already")
-        return ProbeResult(
-            True,
-            f"{FUNCTION} checks the root graph only: an opaque callable in a checkpoint or custom-autograd "
-            "body is keyed by its import path and a changed global or body is served from the cache",
-        )
+        return ProbeResult(True, BUG)
 
     @staticmethod
     def _check_layout(module: types.ModuleType) -> None:

@@ -53,21 +53,18 @@ from __future__ import annotations
 
 import functools
 import itertools
-import logging
 import os
 import types
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
-from torchfix_core.tallies import tally
-
-log = logging.getLogger("torchfix.placement-cache")
+from torchfix_core.tallies import tally_and_log
 
 #: ``key-changed``: a backend's compiled-artifact directory got the DTensor layout sub-directory
 #: (once per Magi backend call with DTensor inputs); ``aot-path-changed``: an AOT artifact path got
 #: it (once per lookup of a module with DTensor parameters or buffers). Never per training step.
-ACTED = tally("magi-cache-key", "key-changed", "aot-path-changed")
+ACTED, log = tally_and_log("magi-cache-key", "key-changed", "aot-path-changed")
 COUNTS = ACTED.counts
 
 FIX_ID = "magi-cache-key"

@@ -58,20 +58,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import logging
 import types
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
-from torchfix_core.tallies import tally
+from torchfix_core.tallies import tally_and_log
 
 from torchfix_placement_cache._layout import local_layout
 
-log = logging.getLogger("torchfix.placement-cache")
-
 #: ``key-changed``: a DTensor's AOTAutograd key term was computed with the local layout added
 #: (once per DTensor input per key computation, i.e. per compile or cache lookup, not per step)
-ACTED = tally("placement-cache", "key-changed")
+ACTED, log = tally_and_log("placement-cache", "key-changed")
 COUNTS = ACTED.counts
 
 #: Bumped whenever the extra key material changes, so old and new keys never collide.

@@ -66,7 +66,6 @@ alternative: replay the RNG state instead of saving the outputs).
 from __future__ import annotations
 
 import inspect
-import logging
 import operator
 import threading
 import types
@@ -75,15 +74,13 @@ from typing import Any, Callable, Iterable
 import torch
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import imported_module
-from torchfix_core.tallies import tally
-
-log = logging.getLogger("torchfix.budget_rng")
+from torchfix_core.tallies import tally_and_log
 
 #: What ``torchfix_core.report()`` counts for this fix: ``saved-random-outputs``, once per partition
 #: whose saved values the wrapper extended (detail: the budget and the random ops), in
 #: :meth:`SavedRng.record`. Not counted: partitions it returned unchanged, random outputs it could
 #: not save, and the self-check partition of :meth:`BudgetRngFix.apply`.
-ACTED = tally("budget-rng", "saved-random-outputs")
+ACTED, log = tally_and_log("budget-rng", "saved-random-outputs")
 
 MODULE = "torch._functorch.partitioners"
 FUNCTION = "choose_saved_values_set"

@@ -58,23 +58,20 @@ Patch points: ``torch/utils/checkpoint.py::_checkpoint_hook.__init__(self, frame
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any, Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import require_parameters
-from torchfix_core.tallies import tally
+from torchfix_core.tallies import tally_and_log
 
 from torchfix_recompute_cache import probes
 from torchfix_recompute_cache.package import ALWAYS
 
-log = logging.getLogger("torchfix.recompute_cache")
-
 #: What ``torchfix_core.report()`` counts for this fix: ``lru-turned-off`` (detail: what made the fix
 #: turn it off), once per process at most, in :meth:`LruSwitch.turn_off`. Not counted: the program
 #: setting the switch itself, a process that never checkpoints.
-ACTED = tally("recompute-cache", "lru-turned-off")
+ACTED, log = tally_and_log("recompute-cache", "lru-turned-off")
 
 
 class LruSwitch:

@@ -55,7 +55,6 @@ from __future__ import annotations
 import ast
 import importlib
 import linecache
-import logging
 import sys
 import textwrap
 import types
@@ -64,13 +63,11 @@ from dataclasses import dataclass
 from torchfix_core import Fix, PatchRefused, ProbeResult
 from torchfix_core.probes import nested_code
 from torchfix_core.sourcepatch import reproduced_source
-from torchfix_core.tallies import counts_expression, tally
-
-log = logging.getLogger("torchfix.backward-context")
+from torchfix_core.tallies import counts_expression, tally_and_log
 
 FIX_ID = "backward-context"
 #: What the fix did in this process (``torchfix_core.report()``); declared at 0 on import.
-ACTED = tally(FIX_ID, "copied-context")
+ACTED, log = tally_and_log(FIX_ID, "copied-context")
 COUNTS = ACTED.counts
 #: the statement that binds :data:`COUNTS` where the patched code runs (once per wrapper / build)
 BIND_COUNTS = f"_torchfix_counts_ = {counts_expression(__name__)}"
