@@ -14,11 +14,13 @@ CAST = "fsdp-recompute-cast"
 UNSHARD = "fsdp-recompute-unshard"
 MODULE = "torch.distributed.fsdp._fully_shard._fsdp_state"
 
-#: Upstream's fixes, read from torch's own source file, never from the live class: a fix may have
-#: replaced ``FSDPState._pre_forward`` in this interpreter (the combination suite applies a subset's
-#: other fixes in every interpreter, also under ``TORCHFIX_AUTOLOAD=0``, and fsdp-recompute-cast
-#: patches the method whose code the unshard check reads). PR #182580 added
-#: ``FSDPState._cast_forward_inputs``; PR #171779 made ``_pre_forward`` read ``is_unsharded``.
+#: Upstream's fix of each bug, by the id of the fix that backports it. Read from torch's own source
+#: file, never from the live class: a fix may have replaced ``FSDPState._pre_forward`` in this
+#: interpreter (the combination suite applies a subset's other fixes in every interpreter, also under
+#: ``TORCHFIX_AUTOLOAD=0``, and fsdp-recompute-cast patches the method whose code the unshard check
+#: reads). PR #182580 added ``FSDPState._cast_forward_inputs``; PR #171779 made ``_pre_forward`` read
+#: ``is_unsharded``.
+UPSTREAM_PR = {CAST: "#182580", UNSHARD: "#171779"}
 _UPSTREAM = f"""
 import ast, importlib.util, json, os
 root = importlib.util.find_spec("torch").submodule_search_locations[0]
@@ -28,15 +30,31 @@ with open(path, encoding="utf-8") as handle:
 [state] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "FSDPState"]
 methods = {{n.name: n for n in state.body if isinstance(n, ast.FunctionDef)}}
 reads = {{n.attr for n in ast.walk(methods["_pre_forward"]) if isinstance(n, ast.Attribute)}}
-print(json.dumps({{"cast": "_cast_forward_inputs" in methods, "unshard": "is_unsharded" in reads}}))
+print(json.dumps({{"{CAST}": "_cast_forward_inputs" in methods, "{UNSHARD}": "is_unsharded" in reads}}))
 """
 
 
 @functools.cache
-def upstream_fixed() -> dict[str, bool]:
-    """``{"cast": ..., "unshard": ...}``: whether this torch carries upstream's fix of each bug, from
-    its source file (without importing torch)."""
+def _upstream_fixes() -> dict[str, bool]:
     return run_json_script(["-c", _UPSTREAM], env={"TORCHFIX_AUTOLOAD": "0"}, timeout=300)
+
+
+def carries_upstream_fix(fix_id: str) -> bool:
+    """Whether this torch carries upstream's fix of ``fix_id``'s bug (``UPSTREAM_PR``), from its
+    source file (a fresh interpreter that does not import torch; once per test process)."""
+    return _upstream_fixes()[fix_id]
+
+
+def needs_bug(*fix_ids: str) -> pytest.MarkDecorator:
+    """Skip where this torch carries upstream's fix of any bug of ``fix_ids`` (no red run there)."""
+    carried = [UPSTREAM_PR[fix_id] for fix_id in fix_ids if carries_upstream_fix(fix_id)]
+    return pytest.mark.skipif(bool(carried), reason=f"torch carries upstream PR {', '.join(carried)}")
+
+
+def fixed_upstream(fix_id: str) -> pytest.MarkDecorator:
+    """Skip where this torch lacks upstream's fix of ``fix_id``'s bug (the fix is needed there)."""
+    reason = f"torch lacks upstream PR {UPSTREAM_PR[fix_id]}"
+    return pytest.mark.skipif(not carries_upstream_fix(fix_id), reason=reason)
 
 
 def run(scenario: str, world: int = 1, env: dict[str, str] | None = None, *options: str) -> dict[str, Any]:

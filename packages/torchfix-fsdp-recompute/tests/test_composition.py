@@ -1,14 +1,57 @@
-"""The two fixes share ``FSDPState._pre_forward``: they apply and revert in any order, each alone,
+"""The two fixes together. Both bugs at once (nested, two forwards, bf16 ``param_dtype`` with an fp32
+``output_dtype``): red without the fixes and with either alone, green with both, also for modules
+sharded before ``apply()`` and after one fix's ``revert()`` (spawned gloo ranks, ``_scenarios.py``).
+Their shared patch point ``FSDPState._pre_forward``: they apply and revert in any order, each alone,
 keep the release's Dynamo-disable decorator, and put every object back exactly (fresh interpreter,
 ``TORCHFIX_AUTOLOAD=0``, then ``torchfix_core.apply`` / ``revert``)."""
 
 from __future__ import annotations
 
 import pytest
-from _util import CAST, UNSHARD, upstream_fixed
+from _util import CAST, DTYPE_ERROR, MIXED_ERROR, RANKS, UNSHARD, assert_fails, assert_green, both, needs_bug, run
 from torchfix_core.testing import run_json_script
 
-UPSTREAM = upstream_fixed()  # this torch's own code, torchfix off
+# -- both bugs at once: the reproduction ---------------------------------------------------------------
+
+
+@needs_bug(CAST, UNSHARD)
+def test_nested_two_forwards_bf16_fails_without_fixes() -> None:
+    assert_fails(run("both", 1, both(False)), MIXED_ERROR)
+
+
+@needs_bug(CAST, UNSHARD)
+@pytest.mark.parametrize("off", [CAST, UNSHARD])
+def test_nested_two_forwards_bf16_fails_with_one_fix_disabled(off: str) -> None:
+    """Each fix is disabled alone (``TORCHFIX_DISABLE=<id>``): the other's bug shows."""
+    r = run("both", 1, {"TORCHFIX_DISABLE": off})
+    assert r["states"][off] == "disabled" and r["states"][UNSHARD if off == CAST else CAST] == "applied", r
+    assert_fails(r, DTYPE_ERROR if off == CAST else MIXED_ERROR)
+
+
+@needs_bug(CAST, UNSHARD)
+@RANKS
+def test_nested_two_forwards_bf16_passes_with_fixes(world: int) -> None:
+    assert_green(run("both", world, both(True)), fsdp_recompute_cast="applied", fsdp_recompute_unshard="applied")
+
+
+@needs_bug(CAST, UNSHARD)
+@pytest.mark.parametrize("order", [f"{CAST},{UNSHARD}", f"{UNSHARD},{CAST}"])
+def test_modules_sharded_before_apply_pass_with_fixes(order: str) -> None:
+    """``TORCHFIX_AUTOLOAD=0``: sharded first, then both fixes applied one by one, in either order."""
+    r = run("both", 1, {"TORCHFIX_AUTOLOAD": "0"}, "--late-apply", order)
+    assert_green(r, fsdp_recompute_cast="applied", fsdp_recompute_unshard="applied")
+
+
+@needs_bug(CAST, UNSHARD)
+def test_revert_of_one_fix_reaches_modules_sharded_while_applied() -> None:
+    """Both applied, model sharded, then unshard reverted (the lower layer, cast still applied)."""
+    r = run("both", 1, both(True), "--late-revert", UNSHARD)
+    assert r["states"] == {CAST: "applied", UNSHARD: "disabled"}, r
+    assert_fails(r, MIXED_ERROR)
+
+
+# -- the shared patch point: apply and revert in any order ----------------------------------------------
+
 
 CHILD = r"""
 import json, sys
@@ -50,7 +93,7 @@ ORDERS = {
 }
 
 
-@pytest.mark.skipif(UPSTREAM["unshard"] or UPSTREAM["cast"], reason="a fix is upstream")
+@needs_bug(CAST, UNSHARD)
 @pytest.mark.parametrize("order", sorted(ORDERS))
 def test_fixes_compose_in_any_apply_and_revert_order(order: str) -> None:
     got = run_json_script(["-c", CHILD, ",".join(ORDERS[order])], env={"TORCHFIX_AUTOLOAD": "0"}, timeout=300)

@@ -5,25 +5,31 @@ the same model trained without checkpointing."""
 
 from __future__ import annotations
 
-import pytest
-from _util import CAST, DTYPE_ERROR, RANKS, UNSHARD, alone, assert_fails, assert_green, assert_red, run, upstream_fixed
+from _util import (
+    CAST,
+    DTYPE_ERROR,
+    RANKS,
+    UNSHARD,
+    alone,
+    assert_fails,
+    assert_green,
+    assert_red,
+    fixed_upstream,
+    needs_bug,
+    run,
+)
 from torchfix_core.testing import state_to_expect
-
-UPSTREAM = upstream_fixed()  # this torch's own code, torchfix off
-needs_bug = pytest.mark.skipif(UPSTREAM["cast"], reason="torch carries upstream PR #182580")
-fixed_upstream = pytest.mark.skipif(not UPSTREAM["cast"], reason="torch lacks upstream PR #182580")
-
 
 # -- pytorch#159359: HF-style checkpoint around each fully_shard-ed block, bf16 param_dtype, fp32 input --
 
 
-@needs_bug
+@needs_bug(CAST)
 @RANKS
 def test_hf_checkpoint_bf16_fails_without_fix(world: int) -> None:
     assert_red("cast", world, CAST, f"{DTYPE_ERROR}, but got Float and BFloat16")
 
 
-@needs_bug
+@needs_bug(CAST)
 @RANKS
 def test_hf_checkpoint_bf16_passes_with_fix(world: int) -> None:
     assert_green(run("cast", world, alone(CAST, True)), fsdp_recompute_cast="applied")
@@ -32,7 +38,7 @@ def test_hf_checkpoint_bf16_passes_with_fix(world: int) -> None:
 # -- modules sharded before the fix is applied, and revert ---------------------------------------------
 
 
-@needs_bug
+@needs_bug(CAST)
 def test_modules_sharded_before_apply_pass_with_fix() -> None:
     """``TORCHFIX_AUTOLOAD=0``: the model is sharded (hooks bound), then ``apply()``: the bound
     hooks see the fix (it changes the function behind the decorator, not the class attribute)."""
@@ -40,7 +46,7 @@ def test_modules_sharded_before_apply_pass_with_fix() -> None:
     assert_green(r, fsdp_recompute_cast="applied")
 
 
-@needs_bug
+@needs_bug(CAST)
 def test_revert_reaches_modules_sharded_while_applied() -> None:
     """Sharded with the fix applied, then ``revert()``: the same modules fail as on plain torch."""
     r = run("cast", 1, alone(CAST, True), "--late-revert", CAST)
@@ -51,7 +57,7 @@ def test_revert_reaches_modules_sharded_while_applied() -> None:
 # -- out of the way ---------------------------------------------------------------------------------------
 
 
-@fixed_upstream
+@fixed_upstream(CAST)
 def test_not_needed_where_fixed_upstream() -> None:
     """torch 2.13+: the probe finds the casts in place (``not-needed``; past the validated range the
     range check answers first: ``out-of-range``); the reproduction is green on torch alone."""

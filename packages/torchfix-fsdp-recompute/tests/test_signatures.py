@@ -18,19 +18,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _util import CAST, DTYPE_ERROR, MIXED_ERROR, UNSHARD, alone, assert_fails, run, upstream_fixed
+from _util import CAST, DTYPE_ERROR, MIXED_ERROR, UNSHARD, UPSTREAM_PR, alone, assert_fails, carries_upstream_fix, run
 from torchfix_core.testing import assert_explained_both_ways, explain_json, failure_text, state_to_expect
 
-UPSTREAM = upstream_fixed()  # this torch's own code, torchfix off
 SCENARIO = {CAST: "cast", UNSHARD: "unshard"}
-BUG = {CAST: "cast", UNSHARD: "unshard"}  # key of upstream_fixed()
 ERROR = {CAST: f"{DTYPE_ERROR}, but got Float and BFloat16", UNSHARD: MIXED_ERROR}
-UPSTREAM_PR = {CAST: "#182580", UNSHARD: "#171779"}
 FIXES = (CAST, UNSHARD)
 
 
 def _needs_bug(fix_id: str) -> None:
-    if UPSTREAM[BUG[fix_id]]:
+    if carries_upstream_fix(fix_id):
         pytest.skip(f"torch carries upstream PR {UPSTREAM_PR[fix_id]}: no red run of {fix_id} here")
 
 
@@ -39,7 +36,7 @@ def red() -> dict[str, dict[str, Any]]:
     """fix id -> its red run (only for the fixes whose bug this torch has)."""
     runs = {}
     for fix_id in FIXES:
-        if not UPSTREAM[BUG[fix_id]]:
+        if not carries_upstream_fix(fix_id):
             r = run(SCENARIO[fix_id], 1, alone(fix_id, False))
             assert_fails(r, ERROR[fix_id])
             runs[fix_id] = r
@@ -101,7 +98,7 @@ def test_unshard_green_run_counts_unshards(green: dict[str, dict[str, Any]]) -> 
 
 @pytest.mark.parametrize("fix_id", FIXES)
 def test_not_needed_counts_nothing(green: dict[str, dict[str, Any]], fix_id: str) -> None:
-    if not UPSTREAM[BUG[fix_id]]:
+    if not carries_upstream_fix(fix_id):
         pytest.skip(f"torch lacks upstream PR {UPSTREAM_PR[fix_id]}: the fix is needed here")
     report = green[fix_id]["report"][fix_id]
     # not-needed inside the validated range, out-of-range past it (the range check answers first)
