@@ -178,15 +178,15 @@ REPRODUCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "fsdp-recompute-cast": (
         "torchfix-fsdp-recompute",
         (
-            "test_fsdp_recompute_cast.py::test_hf_checkpoint_bf16_fails_without_fix[one-rank]",
-            "test_fsdp_recompute_cast.py::test_hf_checkpoint_bf16_passes_with_fix[one-rank]",
+            "test_reproductions.py::test_fails_without_fix[one-rank-fsdp-recompute-cast]",
+            "test_reproductions.py::test_passes_with_fix[one-rank-fsdp-recompute-cast]",
         ),
     ),
     "fsdp-recompute-unshard": (
         "torchfix-fsdp-recompute",
         (
-            "test_fsdp_recompute_unshard.py::test_nested_two_forwards_fails_without_fix[one-rank]",
-            "test_fsdp_recompute_unshard.py::test_nested_two_forwards_passes_with_fix[one-rank]",
+            "test_reproductions.py::test_fails_without_fix[one-rank-fsdp-recompute-unshard]",
+            "test_reproductions.py::test_passes_with_fix[one-rank-fsdp-recompute-unshard]",
         ),
     ),
     "fp8-minmax-store": (

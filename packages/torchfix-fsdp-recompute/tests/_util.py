@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Any
@@ -81,24 +82,47 @@ DTYPE_ERROR = "mat1 and mat2 must have the same dtype"
 MIXED_ERROR = "got mixed torch.Tensor and DTensor"
 
 
+@dataclasses.dataclass(frozen=True)
+class Reproduction:
+    """One fix's reproduction: its ``_scenarios.py`` scenario and the error the scenario raises on
+    the real, unpatched torch (a substring of the message, which starts with ``error_start``)."""
+
+    scenario: str
+    error: str
+    error_start: str = ""
+
+
+REPRODUCTIONS = {
+    # pytorch#159359: HF-style checkpoint around each fully_shard-ed block, bf16 param_dtype, fp32 input
+    CAST: Reproduction("cast", f"{DTYPE_ERROR}, but got Float and BFloat16"),
+    # pytorch#187437: checkpoint(m), fully_shard(m.fc1), (m(x1) * m(x2)).sum().backward(); the op
+    # is named "aten.addmm.default got mixed ..." (2.10), "aten.addmm.default: got mixed ..." (2.8, 2.9)
+    UNSHARD: Reproduction("unshard", MIXED_ERROR, error_start="aten.addmm.default"),
+}
+
+
 def assert_fails(r: dict[str, Any], message: str) -> None:
     assert r["ok"] is False, f"the bug did not reproduce on torch {r['torch']}: {r}"
     assert r["error_type"] == "builtins.RuntimeError", r
     assert message in r["error"], r["error"]
 
 
-def assert_red(scenario: str, world: int, fix_id: str, message: str) -> dict[str, Any]:
-    """Run ``scenario`` on ``world`` ranks with ``fix_id`` alone switched off; assert it is
-    ``disabled`` and the run fails with ``message``. Returns the run."""
-    r = run(scenario, world, alone(fix_id, False))
+def assert_red(fix_id: str, world: int) -> dict[str, Any]:
+    """Run ``fix_id``'s reproduction on ``world`` ranks with ``fix_id`` alone switched off; assert it
+    is ``disabled`` and the run fails with the reproduction's error. Returns the run."""
+    repro = REPRODUCTIONS[fix_id]
+    r = run(repro.scenario, world, alone(fix_id, False))
     assert r["states"][fix_id] == "disabled", r
-    assert_fails(r, message)
+    assert_fails(r, repro.error)
+    assert r["error"].startswith(repro.error_start), r["error"]
     return r
 
 
-def assert_green(r: dict[str, Any], **states: str) -> None:
+def assert_green(r: dict[str, Any], states: dict[str, str]) -> None:
+    """Assert the run trained bit-identically to the model without checkpointing, each fix of
+    ``states`` (fix id -> state) in its state."""
     assert r["ok"] is True, f"{r.get('error_type')}: {r.get('error')} ({r})"
     # the recompute runs the forward's ops on the forward's inputs: bit-identical to no checkpoint
     assert r["grads_equal"] is True and r["max_abs_diff"] == 0.0, r
     for fix_id, state in states.items():
-        assert r["states"][fix_id.replace("_", "-")] == state, r
+        assert r["states"][fix_id] == state, r

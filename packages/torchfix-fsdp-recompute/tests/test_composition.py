@@ -31,7 +31,7 @@ def test_nested_two_forwards_bf16_fails_with_one_fix_disabled(off: str) -> None:
 @needs_bug(CAST, UNSHARD)
 @RANKS
 def test_nested_two_forwards_bf16_passes_with_fixes(world: int) -> None:
-    assert_green(run("both", world, both(True)), fsdp_recompute_cast="applied", fsdp_recompute_unshard="applied")
+    assert_green(run("both", world, both(True)), {CAST: "applied", UNSHARD: "applied"})
 
 
 @needs_bug(CAST, UNSHARD)
@@ -39,7 +39,7 @@ def test_nested_two_forwards_bf16_passes_with_fixes(world: int) -> None:
 def test_modules_sharded_before_apply_pass_with_fixes(order: str) -> None:
     """``TORCHFIX_AUTOLOAD=0``: sharded first, then both fixes applied one by one, in either order."""
     r = run("both", 1, {"TORCHFIX_AUTOLOAD": "0"}, "--late-apply", order)
-    assert_green(r, fsdp_recompute_cast="applied", fsdp_recompute_unshard="applied")
+    assert_green(r, {CAST: "applied", UNSHARD: "applied"})
 
 
 @needs_bug(CAST, UNSHARD)

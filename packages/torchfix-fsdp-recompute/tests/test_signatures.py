@@ -18,11 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _util import CAST, DTYPE_ERROR, MIXED_ERROR, UNSHARD, UPSTREAM_PR, alone, assert_fails, carries_upstream_fix, run
+from _util import CAST, REPRODUCTIONS, UNSHARD, UPSTREAM_PR, alone, assert_fails, carries_upstream_fix, run
 from torchfix_core.testing import assert_explained_both_ways, explain_json, failure_text, state_to_expect
 
-SCENARIO = {CAST: "cast", UNSHARD: "unshard"}
-ERROR = {CAST: f"{DTYPE_ERROR}, but got Float and BFloat16", UNSHARD: MIXED_ERROR}
 FIXES = (CAST, UNSHARD)
 
 
@@ -37,8 +35,8 @@ def red() -> dict[str, dict[str, Any]]:
     runs = {}
     for fix_id in FIXES:
         if not carries_upstream_fix(fix_id):
-            r = run(SCENARIO[fix_id], 1, alone(fix_id, False))
-            assert_fails(r, ERROR[fix_id])
+            r = run(REPRODUCTIONS[fix_id].scenario, 1, alone(fix_id, False))
+            assert_fails(r, REPRODUCTIONS[fix_id].error)
             runs[fix_id] = r
     return runs
 
@@ -48,7 +46,7 @@ def green() -> dict[str, dict[str, Any]]:
     """fix id -> its scenario with the fix on (green where the bug exists, torch's own code elsewhere)."""
     runs = {}
     for fix_id in FIXES:
-        r = run(SCENARIO[fix_id], 1, alone(fix_id, True))
+        r = run(REPRODUCTIONS[fix_id].scenario, 1, alone(fix_id, True))
         assert r["ok"] is True and r["grads_equal"] is True, r
         runs[fix_id] = r
     return runs
