@@ -327,14 +327,18 @@ def combinations_powerset(session: nox.Session, torch: str) -> None:
 @nox.session
 def matrix(session: nox.Session) -> None:
     """The full matrix: every torch release, the extra Pythons, every TransformerEngine release
-    (fp8-recompute), the combination suite, then
-    docs/compatibility.md regenerated from .matrix-results/ (sessions run one after another)."""
+    (fp8-recompute), the Magi adapters on the default torch and each of ``MAGI_TORCH``, the
+    combination suite, then docs/compatibility.md regenerated from .matrix-results/ (sessions run
+    one after another)."""
     for torch in TORCH_MATRIX:
         session.notify(f"tests_torch({torch})")
     for python in MATRIX_PYTHONS:
         session.notify(f"tests_python-{python}")
     for te in TE_VERSIONS:
         session.notify(f"te({te})")
+    session.notify("magi")
+    for torch in MAGI_TORCH:
+        session.notify(f"magi_torch({torch})")
     for torch in TORCH_MATRIX:  # notify() stops at the first session a name matches: one call per release
         session.notify(f"combinations({torch})")
     session.notify("compatibility")

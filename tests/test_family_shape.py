@@ -212,8 +212,8 @@ def test_cell_names_sort_by_their_releases() -> None:
 
 
 def test_workflow_matrices_match_the_noxfile() -> None:
-    """The workflow's job matrices (torch, combinations per torch, Python, TransformerEngine) list what
-    noxfile.py runs."""
+    """The workflow's job matrices (torch, combinations per torch, Python, TransformerEngine, Magi per
+    torch) list what noxfile.py runs."""
     noxfile = (ROOT / "noxfile.py").read_text()
     workflow = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
 
@@ -227,6 +227,7 @@ def test_workflow_matrices_match_the_noxfile() -> None:
         ("TORCH_MATRIX", "combinations-torch"),
         ("MATRIX_PYTHONS", "python"),
         ("TE_VERSIONS", "te"),
+        ("MAGI_TORCH", "magi-torch"),
     ):
         assert listed(rf"^{nox_name} = \[(.*?)\]", noxfile) == listed(rf"^\s+{key}: \[(.*?)\]", workflow), nox_name
 
