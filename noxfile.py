@@ -176,7 +176,8 @@ def run_in_parallel(
 
     if session.bin is None:  # nox's "none" backend: no interpreter of the session's own
         session.error("parallel test runs need the session's virtualenv")
-    scratch = Path(tempfile.mkdtemp(prefix="test-dirs-", dir=session.create_tmp()))
+    # absolute: each run's TMPDIR, where Inductor's caches go (its C++ builds run in another directory)
+    scratch = Path(tempfile.mkdtemp(prefix="test-dirs-", dir=Path(session.create_tmp()).resolve()))
     base = {**os.environ, **{k: v for k, v in session.env.items() if v is not None}}
     base["PATH"] = os.pathsep.join([session.bin, base.get("PATH", "")])
     base["VIRTUAL_ENV"] = str(session.virtualenv.location)
@@ -272,7 +273,9 @@ def _combinations(session: nox.Session, torch: str, selection: str) -> None:
     # the workers share one fresh work directory (wheels, installs, probes, the full set: each made
     # once, under a lock), and the full set's reproductions run as many at once
     jobs = test_jobs(os.cpu_count() or 1)
-    workdir = Path(session.create_tmp()) / f"{cell}-work"
+    # absolute (nox's temporary directory is relative to where nox runs): the reproductions' Inductor
+    # caches live below it, and Inductor compiles C++ in a directory of its own
+    workdir = Path(session.create_tmp()).resolve() / f"{cell}-work"
     shutil.rmtree(workdir, ignore_errors=True)
     env = {
         "TORCHINDUCTOR_COMPILE_THREADS": "1",

@@ -253,10 +253,12 @@ def run(cmd: list[str], env: dict[str, str], timeout: float = 1200) -> subproces
 def workdir() -> Path:
     """Where wheels, installs and the probes' results live: ``$COMBINATIONS_WORKDIR`` when set (kept,
     and shared by the processes of one run, e.g. ``pytest -n``: each result is made once, under a
-    lock, and read by the others), else a temporary directory removed at exit."""
+    lock, and read by the others), else a temporary directory removed at exit. Always absolute: the
+    reproductions' Inductor caches live below it, and Inductor runs its C++ builds in a directory of
+    their own, where a relative source path names nothing."""
     shared = os.environ.get("COMBINATIONS_WORKDIR")
     if shared:
-        path = Path(shared)
+        path = Path(shared).resolve()
         path.mkdir(parents=True, exist_ok=True)
         return path
     path = Path(tempfile.mkdtemp(prefix="torchfix-combinations-"))
@@ -796,6 +798,16 @@ def recorder_only() -> Path:
 
 
 RECORDER_ONLY = {"COMBINATIONS_UNDER_TEST": "recorder-probe"}
+
+
+def test_the_work_directory_is_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative ``COMBINATIONS_WORKDIR`` (nox's own temporary directory is relative) is made absolute:
+    the reproductions' Inductor caches live below it and Inductor's C++ builds run elsewhere (torch
+    2.10's cpp-wrapper builds failed with "No such file or directory" from a relative one)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COMBINATIONS_WORKDIR", "relative/work")
+    path = workdir.__wrapped__()
+    assert path.is_absolute() and path == tmp_path / "relative" / "work" and path.is_dir()
 
 
 def test_the_reach_recorder_sees_every_interpreter_thread_and_exit(tmp_path: Path) -> None:
