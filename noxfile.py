@@ -44,6 +44,11 @@ TORCH_MATRIX = ["2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.
 TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy", "pip", "setuptools"]
 # pip: tests install fixtures; setuptools: Inductor's CPU builder on torch 2.10 imports it
 MATRIX_PYTHONS = ["3.10", "3.12"]  # besides the default 3.11
+# A patch release the matrix covers by its base's column (docs/design.md, "Patch releases"): `twin`
+# checks that its Python sources are the base's but torch/version.py and that every fix decides the
+# same there; scripts/compatibility.py --check fails while a twin is unrecorded or found to differ
+# (then it becomes a column of TORCH_MATRIX).
+PATCH_TWINS = {"2.12.1": "2.12.0"}
 RESULTS = ROOT / ".matrix-results"  # one folder per matrix cell, read by scripts/compatibility.py
 
 TE_VERSIONS = ["1.13.0", "2.1.0", "2.8.0", "2.14.1", "2.18.0", "2.19.0", "2.20.2"]
@@ -107,10 +112,16 @@ def test_dir_name(directory: Path) -> str:
     return directory.parent.name if directory.parent != ROOT else "cross-package"
 
 
+# read once and taken out of the environment: every test process (and the doctor report of each
+# matrix cell) would otherwise see a TORCHFIX_ variable torchfix-core does not know, and warn about it
+_TEST_JOBS = os.environ.pop("TORCHFIX_TEST_JOBS", "")
+
+
 def test_jobs(default: int) -> int:
-    """How many test directories run at once: ``TORCHFIX_TEST_JOBS`` (a positive integer), else
-    ``default``. A malformed value stops the session with the value named."""
-    raw = os.environ.get("TORCHFIX_TEST_JOBS", "").strip()
+    """How many test directories run at once: ``TORCHFIX_TEST_JOBS`` (a positive integer; the
+    noxfile removes it from the sessions' environment), else ``default``. A malformed value stops
+    the session with the value named."""
+    raw = _TEST_JOBS.strip()
     if not raw:
         return max(1, default)
     if not raw.isdigit() or int(raw) < 1:
@@ -211,13 +222,14 @@ def run_in_parallel(
 
 
 def start_cell(session: nox.Session, cell: str) -> Path:
-    """``.matrix-results/<cell>/`` emptied, with the environment's doctor report and the commit."""
+    """``.matrix-results/<cell>/`` emptied, with the environment's doctor report and the commit.
+    The report's warnings go to ``doctor-stderr.txt`` beside it: ``doctor.json`` stays JSON."""
     out = RESULTS / cell
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*"):
         stale.unlink()
-    with (out / "doctor.json").open("w") as handle:
-        session.run("python", "-m", "torchfix_core", "--json", stdout=handle)
+    with (out / "doctor.json").open("w") as handle, (out / "doctor-stderr.txt").open("w") as warnings:
+        session.run("python", "-m", "torchfix_core", "--json", stdout=handle, stderr=warnings)
     try:
         git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
         commit = git.stdout.strip() or "?"
@@ -327,14 +339,36 @@ def combinations_powerset(session: nox.Session, torch: str) -> None:
     _combinations(session, torch, "powerset")
 
 
+@nox.session(venv_backend="uv|virtualenv")
+@nox.parametrize("torch", [nox.param(v, id=v) for v in PATCH_TWINS])
+def twin(session: nox.Session, torch: str) -> None:
+    """Whether the patch release ``torch`` is a twin of its base (``PATCH_TWINS``): the base's wheel
+    unpacked beside the release, every file compared (scripts/release_twin.py), and this
+    environment's doctor report, which scripts/compatibility.py compares with the base's recorded
+    cell. Results under .matrix-results/twin-<torch>/ (``twin.json``, ``doctor.json``)."""
+    base = PATCH_TWINS[torch]
+    session.install(f"torch=={torch}", "packaging", "hatchling>=1.21", "numpy")  # numpy: as in the cells
+    install_torchfix(session, fixtures=False)
+    unpacked = Path(session.create_tmp()).resolve() / f"torch-{base}"
+    shutil.rmtree(unpacked, ignore_errors=True)
+    session.install("--no-deps", "--target", str(unpacked), f"torch=={base}", env={"UV_COMPILE_BYTECODE": "0"})
+    out = start_cell(session, f"twin-{torch}")
+    session.run(
+        "python", str(ROOT / "scripts" / "release_twin.py"), "--base", str(unpacked), "--out", str(out / "twin.json")
+    )
+    shutil.rmtree(unpacked, ignore_errors=True)
+
+
 @nox.session
 def matrix(session: nox.Session) -> None:
-    """The full matrix: every torch release, the extra Pythons, every TransformerEngine release
+    """The full matrix: every torch release, the patch releases' twin checks, the extra Pythons, every TransformerEngine release
     (fp8-recompute), the Magi adapters on the default torch and each of ``MAGI_TORCH``, the
     combination suite, then docs/compatibility.md regenerated from .matrix-results/ (sessions run
     one after another)."""
     for torch in TORCH_MATRIX:
         session.notify(f"tests_torch({torch})")
+    for torch in PATCH_TWINS:
+        session.notify(f"twin({torch})")
     for python in MATRIX_PYTHONS:
         session.notify(f"tests_python-{python}")
     for te in TE_VERSIONS:

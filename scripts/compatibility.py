@@ -12,14 +12,16 @@ then renders the page from all recorded cells. A fix that was not installed in a
 
 A matrix run leaves one folder per cell under ``.matrix-results/`` (``torch-2.12.0-py3.11``, ...;
 ``te-2.18.0``, ... from the ``te(VERSION)`` sessions, rendered as a TransformerEngine table;
-``magi-<torch>`` from the ``magi`` sessions, a MagiCompiler table):
+``magi-<torch>`` from the ``magi`` sessions, a MagiCompiler table; ``twin-<release>`` from the ``twin``
+sessions, a patch release compared with its base, ``twin.json`` from scripts/release_twin.py):
 ``doctor.json`` (``python -m torchfix_core --json`` in that environment), ``commit.txt``, one JUnit
 report per test directory and, optionally, ``notes.txt`` (shown under the table: what a reader must
 know about that cell, e.g. a run cut short); ``combinations/`` holds the combination suite's report. ``--write`` turns them into
 a fix x torch table (the probe's decision and the fix package's test result per cell) and embeds
 the fixes' metadata it was made against. ``--check`` recomputes that metadata from the installed
 fix packages (id, distribution version, validated ranges) and from ``noxfile.py`` (torch and TE matrices)
-and fails when it differs from the embedded copy, or when a recorded state contradicts a validated
+and fails when it differs from the embedded copy, when a patch release of ``PATCH_TWINS`` has no
+recorded twin check or is not its base's twin (:func:`twin_findings`), or when a recorded state contradicts a validated
 range (``out-of-range`` inside the range, or anything else outside it): then the matrix must be
 re-run. Needs torchfix-core and every fix package importable (their ``package`` modules are data).
 """
@@ -59,6 +61,14 @@ def te_matrix() -> list[str]:
     return re.findall(r'"([^"]+)"', match.group(1))
 
 
+def patch_twins() -> dict[str, str]:
+    """``PATCH_TWINS`` of noxfile.py: each patch release the matrix covers by its base's column."""
+    match = re.search(r"^PATCH_TWINS = \{(.*?)\}", (ROOT / "noxfile.py").read_text(), re.M)
+    if not match:
+        raise SystemExit("noxfile.py: PATCH_TWINS not found")
+    return dict(re.findall(r'"([^"]+)": "([^"]+)"', match.group(1)))
+
+
 def metadata() -> dict[str, Any]:
     """What the page must agree with: the fixes as their packages declare them (every
     ``torchfix.fixes`` entry point of every fix package), and the matrix."""
@@ -76,7 +86,12 @@ def metadata() -> dict[str, Any]:
                     "targets": dict(sorted(spec.targets.items())),
                 }
             )
-    return {"torch_matrix": torch_matrix(), "te_matrix": te_matrix(), "fixes": sorted(fixes, key=lambda f: f["id"])}
+    return {
+        "torch_matrix": torch_matrix(),
+        "patch_twins": patch_twins(),
+        "te_matrix": te_matrix(),
+        "fixes": sorted(fixes, key=lambda f: f["id"]),
+    }
 
 
 def in_range(spec: str, version: str) -> bool | None:
@@ -131,6 +146,7 @@ def read_cell(folder: Path) -> dict[str, Any]:
         "notes": " ".join(notes.read_text().split()) if notes.is_file() else "",
         **({"selection": summary} if (summary := selection_summary(folder / "selection.json")) else {}),
         **({"run": json.loads((folder / "run.json").read_text())} if (folder / "run.json").is_file() else {}),
+        **({"twin": json.loads((folder / "twin.json").read_text())} if (folder / "twin.json").is_file() else {}),
     }
 
 
@@ -145,7 +161,8 @@ def record_cells() -> list[str]:
     names = []
     for folder in sorted(p for p in RESULTS.glob("*") if p.is_dir()) if RESULTS.is_dir() else []:
         partial = (folder / "partial.txt").is_file()
-        if not any(folder.glob("*.xml")) and not (partial and (folder / "doctor.json").is_file()):
+        ran = any(folder.glob("*.xml")) or (folder / "twin.json").is_file()
+        if not ran and not (partial and (folder / "doctor.json").is_file()):
             continue
         cell = read_cell(folder)
         path = RECORDED / f"{folder.name}.json"
@@ -238,6 +255,7 @@ def render(meta: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         lines += notes_lines({f"torch {v} / Python {python}": f"torch-{v}-py{python}" for v in columns})
+    lines += render_twins(meta, load_cells("twin-"), cells)
     te_cells = {name.removeprefix("te-"): cell for name, cell in load_cells("te-").items()}
     lines += render_te(meta, te_cells)
     magi_cells = {name.removeprefix("magi-"): cell for name, cell in load_cells("magi-").items()}
@@ -266,6 +284,79 @@ def render(meta: dict[str, Any]) -> str:
     lines += render_combinations(load_cells("combinations"))
     lines += ["", "<!-- torchfix-compatibility-metadata", json.dumps(meta, indent=1, sort_keys=True), "-->", ""]
     return "\n".join(lines)
+
+
+def twin_findings(meta: dict[str, Any], release: str, twins: dict[str, Any], cells: dict[str, Any]) -> list[str]:
+    """Why the recorded twin check of the patch release ``release`` does not let its base's column
+    stand for it (empty: it does): no record, a Python file other than ``version.py`` differs, or a
+    fix decides otherwise than in the base's recorded Python 3.11 cell (or is missing in either)."""
+    base = meta["patch_twins"][release]
+    twin = twins.get(f"twin-{release}")
+    if twin is None or "twin" not in twin:
+        return [f'torch {release} has no recorded twin check: run `nox -s "twin({release})"`']
+    found = []
+    if not twin["twin"]["twin"]:
+        differing = ", ".join(p for p in twin["twin"]["python_differing"] if p != "version.py")
+        found.append(
+            f"torch {release}'s Python sources differ from {base}'s ({differing}): make it a TORCH_MATRIX column"
+        )
+    base_cell = cells.get(f"torch-{base}-py3.11")
+    if base_cell is None:
+        return [*found, f"torch {base} / Python 3.11, the base of {release}, has no recorded cell"]
+    for fix in meta["fixes"]:
+        ours = twin["states"].get(fix["id"], {}).get("state")
+        theirs = base_cell["states"].get(fix["id"], {}).get("state")
+        if ours is None or ours != theirs:
+            found.append(f"fix {fix['id']!r}: {ours or 'absent'} on torch {release}, {theirs or 'absent'} on {base}")
+    return found
+
+
+def render_twins(meta: dict[str, Any], twins: dict[str, dict[str, Any]], cells: dict[str, Any]) -> list[str]:
+    """The patch releases of ``PATCH_TWINS``: what ``nox -s twin(<release>)`` found, and whether the
+    base's column stands for each."""
+    if not meta["patch_twins"]:
+        return []
+    lines = [
+        "## Patch releases",
+        "",
+        '`nox -s "twin(<release>)"` (docs/design.md, "Patch releases"): a patch release whose Python files are its',
+        "base's, all but `torch/version.py`, runs every patch point, probe and reproduction of the base's column;",
+        "the check compares every file of the two wheels, and each fix's decision there with the base's Python 3.11 cell.",
+        "",
+        "| release | base | commit | Python files differing | other files differing | requirements changed | fixes deciding as on the base |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    verdicts = []
+    for release, base in sorted(meta["patch_twins"].items(), key=lambda item: release_order(item[0])):
+        twin = twins.get(f"twin-{release}")
+        problems = twin_findings(meta, release, twins, cells)
+        if twin is not None and "twin" in twin:
+            found = twin["twin"]
+            python = f"{len(found['python_differing'])} of {found['python_files']}: " + (
+                ", ".join(f"`{p}`" for p in found["python_differing"]) or "none"
+            )
+            others = f"{len(found['other_differing'])}" + (
+                ": " + ", ".join(f"`{p}`" for p in found["other_differing"]) if found["other_differing"] else ""
+            )
+            requirements = "; ".join(f"`{old}` -> `{new}`" for old, new in found["requirements_changed"]) or "none"
+            base_cell = cells.get(f"torch-{base}-py3.11", {"states": {}})
+            same = sum(
+                1
+                for fix in meta["fixes"]
+                if twin["states"].get(fix["id"], {}).get("state") == base_cell["states"].get(fix["id"], {}).get("state")
+            )
+            lines.append(
+                f"| torch {release} | torch {base} | `{twin['commit']}` | {python} | {others} | {requirements} | "
+                f"{same} of {len(meta['fixes'])} |"
+            )
+        else:
+            lines.append(f"| torch {release} | torch {base} | not run | | | | |")
+        verdicts.append(
+            f"- torch {release}: the torch {base} column stands for it."
+            if not problems
+            else f"- torch {release}: **not covered by torch {base}**: " + "; ".join(problems)
+        )
+    return [*lines, "", *verdicts, ""]
 
 
 def render_combinations(combos: dict[str, dict[str, Any]]) -> list[str]:
@@ -440,7 +531,7 @@ def check(meta: dict[str, Any]) -> list[str]:
         for fix_id in sorted(old.keys() | new.keys()):
             if old.get(fix_id) != new.get(fix_id):
                 problems.append(f"fix {fix_id!r}: page has {old.get(fix_id)}, packages declare {new.get(fix_id)}")
-        for key in ("torch_matrix", "te_matrix"):
+        for key in ("torch_matrix", "patch_twins", "te_matrix"):
             if recorded.get(key) != meta[key]:
                 problems.append(f"{key.replace('_', ' ')}: page has {recorded.get(key)}, noxfile {meta[key]}")
     # no "absent" cell: every recorded torch cell ran every fix of the family (a new fix re-runs each
@@ -449,6 +540,10 @@ def check(meta: dict[str, Any]) -> list[str]:
         absent = sorted(f["id"] for f in meta["fixes"] if f["id"] not in cell["states"])
         if absent:
             problems.append(f"cell {name} has no run of {', '.join(absent)} (absent): re-run that cell")
+    # every patch release the matrix covers by its base's column was checked to be the base's twin
+    twins, torch_cells = load_cells("twin-"), load_cells("torch-")
+    for release in meta["patch_twins"]:
+        problems += twin_findings(meta, release, twins, torch_cells)
     # a recorded state must agree with the validated range of the library version it was recorded on
     # (columns are headed "torch 2.12.0" or "transformer_engine 2.18.0")
     for fix in meta["fixes"]:

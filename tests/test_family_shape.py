@@ -213,7 +213,7 @@ def test_cell_names_sort_by_their_releases() -> None:
 
 def test_workflow_matrices_match_the_noxfile() -> None:
     """The workflow's job matrices (torch, combinations per torch, Python, TransformerEngine, Magi per
-    torch) list what noxfile.py runs."""
+    torch, patch-release twins) list what noxfile.py runs."""
     noxfile = (ROOT / "noxfile.py").read_text()
     workflow = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
 
@@ -230,6 +230,9 @@ def test_workflow_matrices_match_the_noxfile() -> None:
         ("MAGI_TORCH", "magi-torch"),
     ):
         assert listed(rf"^{nox_name} = \[(.*?)\]", noxfile) == listed(rf"^\s+{key}: \[(.*?)\]", workflow), nox_name
+    twins = re.search(r"^PATCH_TWINS = \{(.*?)\}", noxfile, re.M)
+    assert twins, "PATCH_TWINS"
+    assert re.findall(r'"([^"]+)":', twins.group(1)) == listed(r"^\s+twin: \[(.*?)\]", workflow), "PATCH_TWINS"
 
 
 def test_the_core_names_no_fix() -> None:
