@@ -29,6 +29,7 @@ re-run. Needs torchfix-core and every fix package importable (their ``package`` 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import json
 import re
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from family import ROOT, fix_entry_points, fix_packages, module_name
+from release_twin import VERSION_FILE
 
 RESULTS = ROOT / ".matrix-results"
 RECORDED = ROOT / "docs" / "results" / "matrix"
@@ -47,26 +49,13 @@ PAGE = ROOT / "docs" / "compatibility.md"
 MARK = re.compile(r"<!-- torchfix-compatibility-metadata\n(.*?)\n-->", re.S)
 
 
-def torch_matrix() -> list[str]:
-    match = re.search(r"^TORCH_MATRIX = \[(.*?)\]", (ROOT / "noxfile.py").read_text(), re.M)
-    if not match:
-        raise SystemExit("noxfile.py: TORCH_MATRIX not found")
-    return re.findall(r'"([^"]+)"', match.group(1))
-
-
-def te_matrix() -> list[str]:
-    match = re.search(r"^TE_VERSIONS = \[(.*?)\]", (ROOT / "noxfile.py").read_text(), re.M)
-    if not match:
-        raise SystemExit("noxfile.py: TE_VERSIONS not found")
-    return re.findall(r'"([^"]+)"', match.group(1))
-
-
-def patch_twins() -> dict[str, str]:
-    """``PATCH_TWINS`` of noxfile.py: each patch release the matrix covers by its base's column."""
-    match = re.search(r"^PATCH_TWINS = \{(.*?)\}", (ROOT / "noxfile.py").read_text(), re.M)
-    if not match:
-        raise SystemExit("noxfile.py: PATCH_TWINS not found")
-    return dict(re.findall(r'"([^"]+)": "([^"]+)"', match.group(1)))
+def noxfile_constant(name: str) -> Any:
+    """The literal value noxfile.py assigns to ``name`` at its top level (``TORCH_MATRIX``,
+    ``PATCH_TWINS``, ...), read without importing nox."""
+    for node in ast.parse((ROOT / "noxfile.py").read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise SystemExit(f"noxfile.py: {name} not found")
 
 
 def metadata() -> dict[str, Any]:
@@ -87,9 +76,9 @@ def metadata() -> dict[str, Any]:
                 }
             )
     return {
-        "torch_matrix": torch_matrix(),
-        "patch_twins": patch_twins(),
-        "te_matrix": te_matrix(),
+        "torch_matrix": noxfile_constant("TORCH_MATRIX"),
+        "patch_twins": noxfile_constant("PATCH_TWINS"),
+        "te_matrix": noxfile_constant("TE_VERSIONS"),
         "fixes": sorted(fixes, key=lambda f: f["id"]),
     }
 
@@ -296,19 +285,30 @@ def twin_findings(meta: dict[str, Any], release: str, twins: dict[str, Any], cel
         return [f'torch {release} has no recorded twin check: run `nox -s "twin({release})"`']
     found = []
     if not twin["twin"]["twin"]:
-        differing = ", ".join(p for p in twin["twin"]["python_differing"] if p != "version.py")
+        differing = ", ".join(p for p in twin["twin"]["python_differing"] if p != VERSION_FILE)
         found.append(
             f"torch {release}'s Python sources differ from {base}'s ({differing}): make it a TORCH_MATRIX column"
         )
     base_cell = cells.get(f"torch-{base}-py3.11")
     if base_cell is None:
         return [*found, f"torch {base} / Python 3.11, the base of {release}, has no recorded cell"]
+    for fix_id, ours, theirs in decisions_apart(meta, twin, base_cell):
+        found.append(f"fix {fix_id!r}: {ours or 'absent'} on torch {release}, {theirs or 'absent'} on {base}")
+    return found
+
+
+def decisions_apart(
+    meta: dict[str, Any], cell: dict[str, Any], base_cell: dict[str, Any]
+) -> list[tuple[str, str | None, str | None]]:
+    """``(fix id, state in cell, state in base_cell)`` for every fix of the family whose recorded
+    state differs between the two cells, or that either lacks (``None``)."""
+    apart = []
     for fix in meta["fixes"]:
-        ours = twin["states"].get(fix["id"], {}).get("state")
+        ours = cell["states"].get(fix["id"], {}).get("state")
         theirs = base_cell["states"].get(fix["id"], {}).get("state")
         if ours is None or ours != theirs:
-            found.append(f"fix {fix['id']!r}: {ours or 'absent'} on torch {release}, {theirs or 'absent'} on {base}")
-    return found
+            apart.append((fix["id"], ours, theirs))
+    return apart
 
 
 def render_twins(meta: dict[str, Any], twins: dict[str, dict[str, Any]], cells: dict[str, Any]) -> list[str]:
@@ -340,11 +340,7 @@ def render_twins(meta: dict[str, Any], twins: dict[str, dict[str, Any]], cells: 
             )
             requirements = "; ".join(f"`{old}` -> `{new}`" for old, new in found["requirements_changed"]) or "none"
             base_cell = cells.get(f"torch-{base}-py3.11", {"states": {}})
-            same = sum(
-                1
-                for fix in meta["fixes"]
-                if twin["states"].get(fix["id"], {}).get("state") == base_cell["states"].get(fix["id"], {}).get("state")
-            )
+            same = len(meta["fixes"]) - len(decisions_apart(meta, twin, base_cell))
             lines.append(
                 f"| torch {release} | torch {base} | `{twin['commit']}` | {python} | {others} | {requirements} | "
                 f"{same} of {len(meta['fixes'])} |"
@@ -506,8 +502,7 @@ def notes_lines(folders: dict[str, str]) -> list[str]:
 
 
 def matrix_default() -> str:
-    match = re.search(r'^DEFAULT_TORCH = "([^"]+)"', (ROOT / "noxfile.py").read_text(), re.M)
-    return match.group(1) if match else "?"
+    return str(noxfile_constant("DEFAULT_TORCH"))
 
 
 def check(meta: dict[str, Any]) -> list[str]:
