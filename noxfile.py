@@ -334,8 +334,9 @@ def combinations(session: nox.Session, torch: str) -> None:
 @nox.session(venv_backend="uv|virtualenv")
 @nox.parametrize("torch", [nox.param(v, id=v) for v in TORCH_MATRIX])
 def combinations_powerset(session: nox.Session, torch: str) -> None:
-    """Opt-in: every non-empty subset of the family's fixes (2^n - 1: 262,143 for 18) on one torch
-    release, with the same checks as ``combinations`` (docs/design.md, "Combination suite")."""
+    """Opt-in: every non-empty subset of the family's fixes (2^n - 1 for n fixes) on one torch
+    release, with the same checks as ``combinations`` (docs/design.md, "Combination suite", says
+    what it costs at the family's present size)."""
     _combinations(session, torch, "powerset")
 
 

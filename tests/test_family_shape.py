@@ -268,6 +268,18 @@ def test_every_fix_id_has_its_page_and_the_readme_links_it() -> None:
     assert unlinked == [], f"fix ids the README does not link: {unlinked}"
 
 
+def test_the_power_set_figures_name_the_family_as_it_is() -> None:
+    """docs/design.md states the opt-in power set's size and cost for the family's present size (both
+    places it names a count: the suite's description and the end of "Cost"); a new fix makes this
+    fail until those figures are redone, instead of leaving the page one fix behind."""
+    fixes = len(family.family_members())
+    subsets = f"{2**fixes - 1:,}"
+    design = (ROOT / "docs" / "design.md").read_text()
+    expected = [f"2^{fixes} - 1 = {subsets} subsets for the {fixes} fixes", f"{subsets} subsets of {fixes} fixes"]
+    missing = [phrase for phrase in expected if phrase not in design]
+    assert missing == [], f"docs/design.md does not state the power set of {fixes} fixes: {missing}"
+
+
 def test_every_fix_logs_under_its_own_id() -> None:
     """A fix's logger is ``torchfix.<fix id>`` (README, ``TORCHFIX_LOG``): every logger a fix package
     names by a literal is one of the family's fix ids (``tally_and_log`` names it from the id; a name

@@ -1,10 +1,10 @@
-"""Subsets of the family's fixes, each installed as real distributions (``nox -s combinations-<torch>``).
+"""Subsets of the family's fixes, each installed as real distributions (``nox -s "combinations(<torch>)"``).
 
 Which subsets: ``selection.py`` (its docstring says why): every fix alone, all of them, every pair,
 and every subset of each group of fixes that share a distribution, a trigger module, an ``after``
 edge or a patch point; groups are found from the fixes' specs and, for patch points, from a probe on
 this torch (``_patch_points.py``: each fix applied alone, its live patches read, reverted). With
-``COMBINATIONS_SELECTION=powerset`` (``nox -s combinations_powerset-<torch>``): all 2^n - 1.
+``COMBINATIONS_SELECTION=powerset`` (``nox -s "combinations_powerset(<torch>)"``): all 2^n - 1.
 The selection, its groups, the patch points, the channels and the times are written to
 ``$COMBINATIONS_REPORT`` when set.
 
