@@ -7,11 +7,13 @@ fix's state at the end) and ``report`` (``report_of``: state, ``acted``, events)
 * ``codegen`` (CPU): the fix's state after ``import torch`` and after importing
   ``torch._inductor.codegen.triton`` (the trigger); what ``TritonKernelOverrides.minimum`` /
   ``maximum`` emit for ``("tmp0", "tmp1")`` and ``("tmp0", "tmp1 + 1")``; the key term
-  (``torchfix_triton_minmax``) on a fresh ``FxGraphHashDetails`` and ``AOTAutogradCacheDetails``
+  (torchfix-core's ``torchfix_fixes``) on a fresh ``FxGraphHashDetails`` and ``AOTAutogradCacheDetails``
   of a one-``mm`` graph (null where absent).
 * ``cache`` (CPU, a C++ compiler): ``torch.compile`` of ``(x * 3).clamp(-1, 1)`` on a ``(64, 64)``
   float32 input with the FX graph and AOTAutograd caches on, in the cache directory the test gives
-  (``TORCHINDUCTOR_CACHE_DIR``); the caches' hit / miss counters and whether the result equals eager.
+  (``TORCHINDUCTOR_CACHE_DIR``); the caches' hit / miss counters (``cache``) and whether the result
+  equals eager. ``--without-key-term`` drops the fix's compile-cache key term once it is applied
+  (its codegen patch stays): the red half of the warm-cache test.
   Run twice on one directory, it shows whether the second process reuses the first one's entry.
 * ``gpu`` (one CUDA GPU): the compiled dynamic-scaling fp8 cast of float8 training
   (``amax = g.abs().amax()``, ``scale = max / amax.clamp(min=1e-12)``,
@@ -78,7 +80,12 @@ def codegen() -> dict[str, Any]:
     fx_details = FxGraphHashDetails(gm, [], {}, [])
     with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
         aot_details = AOTAutogradCacheDetails(gm, [], None, {})
-    term = "torchfix_triton_minmax"
+
+    def term(details: object) -> dict[str, str] | None:
+        """The compile caches' key term on ``details``: fix id -> detail (None: no term)."""
+        found = getattr(details, "torchfix_fixes", None)
+        return None if found is None else {fix_id: detail for fix_id, _version, detail in found}
+
     return {
         "torch": torch.__version__,
         "triton": _triton_version(),
@@ -86,27 +93,21 @@ def codegen() -> dict[str, Any]:
         "minimum": TritonKernelOverrides.minimum("tmp0", "tmp1"),
         "maximum": TritonKernelOverrides.maximum("tmp0", "tmp1"),
         "minimum_expr": TritonKernelOverrides.minimum("tmp0", "tmp1 + 1"),
-        "fx_key_term": getattr(fx_details, term, None),
-        "aot_key_term": getattr(aot_details, term, None),
+        "fx_key_term": term(fx_details),
+        "aot_key_term": term(aot_details),
         "state": _state(),
         "report": _report(),
     }
 
 
-def _cache_counters() -> dict[str, int]:
-    from torch._dynamo.utils import counters
-
-    return {
-        "fxgraph_hit": int(counters["inductor"]["fxgraph_cache_hit"]),
-        "fxgraph_miss": int(counters["inductor"]["fxgraph_cache_miss"]),
-        "aot_hit": int(counters["aot_autograd"]["autograd_cache_hit"]),
-        "aot_miss": int(counters["aot_autograd"]["autograd_cache_miss"]),
-    }
-
-
-def cache() -> dict[str, Any]:
+def cache(*options: str) -> dict[str, Any]:
     import torch
+    import torch._inductor.codegen.triton  # noqa: F401 - with codecache, the fix's triggers: applied here
     import torch._inductor.config as inductor_config
+    from torchfix_core.testing import compile_cache_counters, drop_cache_key_term
+
+    if "--without-key-term" in options:
+        drop_cache_key_term("fp8-minmax-store")
 
     inductor_config.fx_graph_cache = True
     inductor_config.fx_graph_remote_cache = False
@@ -121,7 +122,7 @@ def cache() -> dict[str, Any]:
     return {
         "torch": torch.__version__,
         "triton": _triton_version(),
-        "counters": _cache_counters(),
+        "cache": compile_cache_counters(),
         "equal": bool(torch.equal(out, f(x))),
         "state": _state(),
         "report": _report(),
@@ -198,6 +199,7 @@ def gpu() -> dict[str, Any]:
     import torch
     import torch._inductor.config as inductor_config
     from torch._inductor.utils import run_and_get_code
+    from torchfix_core.testing import compile_cache_counters
 
     inductor_config.fx_graph_cache = True
     inductor_config.max_autotune_pointwise = True
@@ -234,7 +236,7 @@ def gpu() -> dict[str, Any]:
         "configs_run": sum(c["configs_run"] for c in cases),
         "configs_red": sum(c["configs_red"] for c in cases),
         "propagate_nan_in_code": propagate_nan_in_code,
-        "counters": _cache_counters(),
+        "cache": compile_cache_counters(),
         "state": _state(),
         "report": _report(),
     }
@@ -245,7 +247,7 @@ SCENARIOS = {"codegen": codegen, "cache": cache, "gpu": gpu}
 
 def main(argv: list[str]) -> None:
     try:
-        result: dict[str, Any] = {"ok": True, **SCENARIOS[argv[0]]()}
+        result: dict[str, Any] = {"ok": True, **SCENARIOS[argv[0]](*argv[1:])}
     except Exception as exc:  # noqa: BLE001 - reported to the test as JSON
         result = {"ok": False, "error_type": type(exc).__name__, "error": str(exc), "traceback": traceback.format_exc()}
     print(json.dumps(result))

@@ -20,7 +20,8 @@ import torch
 
 WHERE_MIN = "tl.where((tmp0 < tmp1) | (tmp0 != tmp0), tmp0, tmp1)"
 WHERE_MAX = "tl.where((tmp0 > tmp1) | (tmp0 != tmp0), tmp0, tmp1)"
-KEY_TERM = ["tl.where((a < b) | (a != a), a, b)", "tl.where((a > b) | (a != a), a, b)"]
+#: the fix's compile-cache key term (torchfix-core's, fix id -> detail): the codegen in effect
+KEY_TERM = {"fp8-minmax-store": "tl.where((a < b) | (a != a), a, b) / tl.where((a > b) | (a != a), a, b)"}
 
 
 def _values() -> tuple[torch.Tensor, torch.Tensor]:

@@ -35,7 +35,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _gpu(fix: bool, cache_dir: Path) -> dict[str, Any]:
     r = run("gpu", fix=fix, env={"TORCHINDUCTOR_CACHE_DIR": str(cache_dir)})
     assert_ok(r)
-    keys = ("torch", "triton", "device", "configs_run", "configs_red", "propagate_nan_in_code", "counters", "report")
+    keys = ("torch", "triton", "device", "configs_run", "configs_red", "propagate_nan_in_code", "cache", "report")
     print(f"\ngpu scenario, fix {'on' if fix else 'off'}: " + json.dumps({k: r[k] for k in keys}))
     for case in r["cases"]:
         print("  case " + json.dumps(case))
@@ -69,7 +69,7 @@ def test_fp8_transposed_store_passes_with_fix(green: dict[str, Any], bug_present
         return
     assert green["propagate_nan_in_code"] is False, green
     # compiled afresh: not served the kernels the run without the fix cached
-    assert green["counters"]["fxgraph_hit"] == 0 and green["counters"]["fxgraph_miss"] > 0, green["counters"]
+    assert green["cache"]["fxgraph_hit"] == 0 and green["cache"]["fxgraph_miss"] > 0, green["cache"]
 
 
 def test_fp8_report_counts_with_fix(green: dict[str, Any], red: dict[str, Any]) -> None:

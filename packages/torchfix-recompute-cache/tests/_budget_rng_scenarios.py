@@ -15,6 +15,10 @@ Prints one JSON line. The test picks the torchfix state through the environment 
 * ``checkpoint_region BUDGET``: the same function with the dropout inside a user
   ``torch.utils.checkpoint`` region, compiled (``compile(AC(f))``: the partitioner's
   ``functionalize_rng_ops`` path).
+* ``dropout_cached BUDGET [--without-key-term]``: ``dropout BUDGET inductor`` with the FX graph and
+  AOTAutograd caches on, in the directory the test gives; ``cache``: their hit and miss counters.
+  ``--without-key-term`` drops budget-rng's compile-cache key term once the fix is applied (its
+  patch stays): the red half of the warm-cache test.
 * ``two_blocks BUDGET``: pytorch#166926's shape with dropout: two non-reentrant checkpoints call one
   compiled function with 4 and 6 rows (the second recompiles it dynamic), then backward; for the
   interplay with ``recompute-cache``.
@@ -75,6 +79,17 @@ def checkpoint_region(budget: float, backend: str) -> dict[str, Any]:
     y = fn(x)
     (gx,) = torch.autograd.grad(y, x, torch.ones_like(y))
     return compare(gx, expected_grad(x.detach(), y.detach()))
+
+
+def dropout_cached(budget: float, without_key_term: bool) -> dict[str, Any]:
+    import torch._functorch.partitioners  # noqa: F401 - budget-rng's trigger: the fix is applied here
+    from torchfix_core.testing import compile_cache_counters, drop_cache_key_term
+
+    if without_key_term:
+        drop_cache_key_term("budget-rng")
+    result = dropout(budget, "inductor")
+    result["cache"] = compile_cache_counters()
+    return result
 
 
 def two_blocks(budget: float, backend: str) -> dict[str, Any]:
@@ -174,6 +189,9 @@ def main(argv: list[str]) -> None:
     try:
         if name == "partitions":
             result.update(partitions())
+        elif name == "dropout_cached":
+            result.update(budget=float(argv[1]), backend="inductor")
+            result.update(dropout_cached(float(argv[1]), "--without-key-term" in argv[2:]))
         elif name == "suite":
             result["backend"] = argv[1] if len(argv) > 1 else "aot_eager"
             result.update(suite(result["backend"], "partitions" in argv[2:]))

@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports no torch)."""
 
-from torchfix_core.spec import EnvSwitch, FixSpec, Signature
+from torchfix_core.spec import Effect, EnvSwitch, FixSpec, Signature
 
 #: no fallback at all: every AOT failure propagates (read by torchfix_aot_fallback.policy)
 STRICT = EnvSwitch(
@@ -43,6 +43,8 @@ FIX = FixSpec(
     targets={"torch": ">=2.11,<2.16"},
     triggers=("torch._dynamo.aot_compile",),
     order=100,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=("MagiCompiler PR #89 (AOT -> JIT fallback; torch itself has no issue for it)",),
     switches=(STRICT, MEMO),
     signatures=SIGNATURES,
@@ -56,6 +58,8 @@ MAGI_FIX = FixSpec(
     targets={"torch": ">=2.10,<2.14", "magi_compiler": ">=1.0,<2"},
     triggers=("magi_compiler",),
     order=110,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=("MagiCompiler PR #89 (AOT -> JIT fallback)",),
     # Every Magi commit builds as 1.0.0 (versioningit's default), or 0.0.0 without versioningit (pip
     # install --no-build-isolation from a checkout): the version says nothing, so the probe (Magi's

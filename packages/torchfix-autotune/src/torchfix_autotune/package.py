@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports neither torch nor the patch)."""
 
-from torchfix_core.spec import FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Signature
 
 FIX = FixSpec(
     id="autotune",
@@ -18,6 +18,8 @@ FIX = FixSpec(
     targets={"torch": ">=2.11,<2.16"},
     triggers=("torch._inductor.runtime.triton_heuristics",),
     order=100,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=(
         "https://github.com/pytorch/pytorch/pull/176455",
         "https://github.com/Dao-AILab/quack/pull/204",

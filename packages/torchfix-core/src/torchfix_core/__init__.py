@@ -9,6 +9,7 @@ Public API (everything else is private)::
     activation() -> Activation              # how activation happened: (ActivationSource, detail)
     FixSpec, EnvSwitch                      # what a fix package declares: immutable records
     FixState, STATES, ActivationSource      # str enums (JSON shows their values)
+    Effect                                  # what a fix changes (FixSpec.effect): runtime, compiled, cache-key
     Fix, ProbeResult, PatchSet, PatchRefused  # for fix implementations
     when_imported(name, callback)           # post-import hook
     report() -> dict                        # each fix's state and what it did in this process
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from torchfix_core._import_hooks import when_imported
     from torchfix_core._registry import TorchfixError, apply, revert, status
     from torchfix_core._report import report
-    from torchfix_core._states import STATES, ActivationSource, FixState
+    from torchfix_core._states import STATES, ActivationSource, Effect, FixState
     from torchfix_core._status import Activation, FixStatus
     from torchfix_core.fix import Fix, ProbeResult
     from torchfix_core.patching import PatchRefused, PatchSet
@@ -42,6 +43,7 @@ _LAZY = {
     "Activation": "torchfix_core._status",
     "ActivationSource": "torchfix_core._states",
     "TorchfixConfigWarning": "torchfix_core._env",
+    "Effect": "torchfix_core._states",
     "when_imported": "torchfix_core._import_hooks",
     "TorchfixError": "torchfix_core._registry",
     "apply": "torchfix_core._registry",
@@ -101,6 +103,7 @@ __all__ = [
     "STATES",
     "Activation",
     "ActivationSource",
+    "Effect",
     "EnvSwitch",
     "Fix",
     "FixSpec",

@@ -174,11 +174,20 @@ def _apply_now(entry: _Entry, strict: bool | None = None) -> None:
             if not result.needed:
                 _set(entry, NOT_NEEDED, reason)
                 return
-            step = "apply"
+            keyed = _keys_compile_caches(entry)
             try:
+                if keyed:
+                    # before any patch: a fix whose artifacts a warm cache could undo is not applied
+                    step = "keying the compile caches"
+                    from torchfix_core import _cache_key
+
+                    _cache_key.add_term(entry.id, entry.item.version, impl)
+                step = "apply"
                 impl.apply()
             except BaseException:
                 impl.patches.revert()
+                if keyed:
+                    _cache_key.remove_term(entry.id)
                 raise
             _set(entry, APPLIED, reason)
             log.info("torchfix: applied %s (%s)", entry.id, reason)
@@ -189,6 +198,14 @@ def _apply_now(entry: _Entry, strict: bool | None = None) -> None:
             _set(entry, FAILED, f"{kind}: {exc}")
             log.warning("torchfix: fix %r failed: %s", entry.id, entry.reason)
             _strict_raise(entry, exc, strict)
+
+
+def _keys_compile_caches(entry: _Entry) -> bool:
+    """Whether the fix changes what torch compiles (``Effect.COMPILED``): the registry keys the FX
+    graph and AOTAutograd caches on it while it is applied (:mod:`torchfix_core._cache_key`)."""
+    from torchfix_core._states import Effect
+
+    return entry.spec.effect is Effect.COMPILED
 
 
 def settle_missing_trigger(fix_id: str, module_name: str) -> None:
@@ -301,6 +318,10 @@ def revert(only: Iterable[str] | None = None, exclude: Iterable[str] | None = No
                 entry.callback = None
             if entry.state == APPLIED and entry.impl is not None:
                 problems = entry.impl.revert()
+                if _keys_compile_caches(entry):
+                    from torchfix_core import _cache_key
+
+                    problems += _cache_key.remove_term(entry.id)
                 if problems:
                     _set(entry, FAILED, "revert incomplete: " + "; ".join(problems))
                     continue
@@ -321,6 +342,8 @@ def _row(entry: _Entry) -> FixStatus:
             note = f"runtime_note raised {type(exc).__name__}: {exc}"
         if note:
             reason = f"{reason}; {note}"
+        if _keys_compile_caches(entry):
+            reason = f"{reason}; {_key_note(entry)}"
     return FixStatus(
         id=entry.id,
         distribution=entry.item.distribution,
@@ -330,6 +353,19 @@ def _row(entry: _Entry) -> FixStatus:
         targets=dict(spec.targets) if spec else {},
         upstream=spec.upstream if spec else (),
         summary=spec.summary if spec else "",
+    )
+
+
+def _key_note(entry: _Entry) -> str:
+    """What an applied compiled-effect fix's row says about the compile caches."""
+    from torchfix_core import _cache_key
+
+    held = _cache_key.terms().get(entry.id)
+    if held is None:
+        return "compile caches NOT keyed on this fix (its key term is gone): a warm cache may serve artifacts compiled without it"
+    return (
+        f"FX graph and AOTAutograd cache keys carry its term ({entry.id} {held[0]}): artifacts compiled "
+        "without it are not served"
     )
 
 

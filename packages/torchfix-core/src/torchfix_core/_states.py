@@ -1,6 +1,6 @@
 """The state types: :class:`FixState` (every state a fix can be in) and :class:`ActivationSource`
 (how activation happened), ``str`` enums whose members equal, print as and serialize (JSON) as
-their value. Public through :mod:`torchfix_core` and :mod:`torchfix_core.spec`; defined apart from
+their value, and :class:`Effect` (what a fix changes: run time, compiled code, cache keys). Public through :mod:`torchfix_core` and :mod:`torchfix_core.spec`; defined apart from
 the records of :mod:`torchfix_core.spec` because the registry needs them without building any
 record (the records, frozen slotted dataclasses, are created when the fixes' specs are first
 loaded). A deferred activation at ``import torch`` imports neither (creating the two enum classes
@@ -15,7 +15,7 @@ import sys
 
 from torchfix_core._activation import PATCH_LOCK as PATCH_LOCK
 
-__all__ = ["PATCH_LOCK", "STATES", "ActivationSource", "FixState", "StrEnum"]
+__all__ = ["PATCH_LOCK", "STATES", "ActivationSource", "Effect", "FixState", "StrEnum"]
 
 
 if sys.version_info >= (3, 11):
@@ -63,3 +63,21 @@ class ActivationSource(StrEnum):
     def active(self) -> bool:
         """True when activation ran (fixes were discovered and scheduled)."""
         return self not in (ActivationSource.NONE, ActivationSource.OFF, ActivationSource.FAILED)
+
+
+class Effect(StrEnum):
+    """What a fix changes, which decides whether the compile caches must be keyed on it.
+
+    ``runtime``: it acts while the program runs (hooks, dispatch modes, a context, an autograd or
+    checkpoint path); what torch compiles and caches is unchanged, or changes only through the
+    graph torch traces, which the keys already hash. ``compiled``: it changes what torch compiles
+    from the same graph (a partition, generated code), which torch's FX graph and AOTAutograd cache
+    keys cannot see: the registry adds the fix's term to both keys while it is applied
+    (:mod:`torchfix_core._cache_key`). ``cache-key``: it changes how torch keys or looks up
+    compiled artifacts (a key term, a bypass); its keys differ from unpatched torch's by
+    construction, so entries from either side are not served to the other.
+    """
+
+    RUNTIME = "runtime"
+    COMPILED = "compiled"
+    CACHE_KEY = "cache-key"

@@ -55,6 +55,14 @@ class Fix:
         shown by ``status()`` and doctor. Must be cheap and must not raise."""
         return ""
 
+    def cache_key_detail(self) -> str:
+        """For a fix of effect ``compiled``: what, besides the fix's id and version, the code it
+        makes torch compile depends on (e.g. a third-party override already in place), as a short
+        string; it enters the FX graph and AOTAutograd cache keys (:mod:`torchfix_core._cache_key`)
+        and is read once per key computed, so it must be cheap, deterministic across processes and
+        must not raise. Default: nothing beyond id and version."""
+        return ""
+
     def revert(self) -> list[str]:
         """Undo every patch; returns the problems met (see :meth:`PatchSet.revert`)."""
         return self.patches.revert()

@@ -9,7 +9,7 @@ Both records are frozen slotted dataclasses. Creating a dataclass costs code gen
 import this module when it can defer loading the specs (docs/design.md, "Activation"): it reads
 the fixes' trigger modules from entry-point metadata instead.
 
-The state types (:class:`FixState`, :class:`ActivationSource`, :data:`STATES`) and
+The state types (:class:`FixState`, :class:`ActivationSource`, :data:`STATES`, :class:`Effect`) and
 :data:`PATCH_LOCK` are defined in :mod:`torchfix_core._states` and re-exported here.
 """
 
@@ -18,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Mapping
 
-from torchfix_core._states import PATCH_LOCK, STATES, ActivationSource, FixState, StrEnum
+from torchfix_core._states import PATCH_LOCK, STATES, ActivationSource, Effect, FixState, StrEnum
 
 __all__ = [
     "PATCH_LOCK",
     "STATES",
+    "KEYED_CACHE_MODULE",
     "ActivationSource",
+    "Effect",
     "EnvSwitch",
     "FixSpec",
     "FixState",
@@ -126,6 +128,12 @@ class Signature:
         }
 
 
+#: the module whose ``FxGraphHashDetails`` the compile caches' key term wraps
+#: (:mod:`torchfix_core._cache_key`): a fix of effect ``compiled`` lists it among its triggers, so
+#: that the term is in place, and checked, when the fix is applied
+KEYED_CACHE_MODULE = "torch._inductor.codecache"
+
+
 def env_prefix(fix_id: str) -> str:
     """``my-fix`` -> ``TORCHFIX_MY_FIX_`` (the prefix of every variable of that fix)."""
     return f"TORCHFIX_{fix_id.upper().replace('-', '_')}_"
@@ -158,6 +166,12 @@ class FixSpec:
         signatures: the failures the bug produces (:class:`Signature`): exception and message
             patterns seen in the red runs of the fix's reproductions, per release where the wording
             differs, or the silent symptom in words. Every fix of the family declares at least one.
+        effect: what the fix changes (:class:`Effect`): ``runtime`` (the default: hooks, modes,
+            contexts; nothing torch compiles or caches), ``compiled`` (what torch compiles from the
+            same graph: a partition, generated code; the registry then keys the FX graph and
+            AOTAutograd caches on the fix while it is applied, and ``triggers`` must include
+            :data:`KEYED_CACHE_MODULE`), or ``cache-key`` (how torch keys or looks up compiled
+            artifacts). The fix's page says which, and why.
         unversioned: libraries of ``targets`` whose version string does not identify their code
             (e.g. every commit of a project builds as ``1.0.0``, or ``0.0.0`` from a checkout
             without its version plugin). Their range documents where the fix was validated; it is
@@ -178,6 +192,7 @@ class FixSpec:
     upstream: tuple[str, ...] = ()
     switches: tuple[EnvSwitch, ...] = ()
     signatures: tuple[Signature, ...] = ()
+    effect: Effect = Effect.RUNTIME
     unversioned: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -193,6 +208,13 @@ class FixSpec:
                 raise ValueError(f"FixSpec {self.id!r}: switches must be EnvSwitch records named {prefix}*")
         if not all(isinstance(signature, Signature) for signature in self.signatures):
             raise ValueError(f"FixSpec {self.id!r}: signatures must be Signature records")
+        if not isinstance(self.effect, Effect):
+            raise ValueError(f"FixSpec {self.id!r}: effect must be an Effect, got {self.effect!r}")
+        if self.effect is Effect.COMPILED and KEYED_CACHE_MODULE not in self.triggers:
+            raise ValueError(
+                f"FixSpec {self.id!r}: a fix of effect 'compiled' keys the compile caches, so it lists "
+                f"{KEYED_CACHE_MODULE} among its triggers"
+            )
         stray = sorted(set(self.unversioned) - set(self.targets))
         if stray:
             raise ValueError(f"FixSpec {self.id!r}: unversioned names libraries that are not in targets: {stray}")

@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
 
-from torchfix_core.spec import FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Signature
 
 FIX = FixSpec(
     id="fp8-minmax-store",
@@ -21,6 +21,9 @@ FIX = FixSpec(
     # codegen.triton at their own import, so the fix is in place before the first key
     triggers=("torch._inductor.codegen.triton", "torch._inductor.codecache"),
     order=60,
+    # generated Triton code: the FX graph and AOTAutograd cache keys carry the fix's term (torchfix-core),
+    # detailed by the min/max codegen in effect
+    effect=Effect.COMPILED,
     upstream=(
         "https://github.com/triton-lang/triton/issues/11111",
         "https://github.com/pytorch/pytorch/pull/186933",

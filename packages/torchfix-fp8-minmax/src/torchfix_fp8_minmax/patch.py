@@ -22,13 +22,14 @@ The fix (torchao 0.18's ``torchao/float8/_inductor_patch.py``, for every user, p
       false, so ``b`` is chosen; for integers ``a != a`` is false), no ``PropagateNan``. Not the
       ``triton_helpers`` functions: torch 2.14 rewrote those to ``PropagateNan.ALL`` as well.
       An operand that is not a plain name (Inductor passes CSE'd names) is parenthesised.
-    * ``FxGraphHashDetails.__init__`` (``torch/_inductor/codecache.py``; ``AOTAutogradCacheDetails``
-      subclasses it and calls it) is wrapped to record the min/max codegen in effect,
-      ``torchfix_triton_minmax = (TritonOverrides.minimum("a", "b"), TritonOverrides.maximum("a",
-      "b"))``, on the object the FX graph and AOTAutograd cache keys hash. An entry compiled
-      without the fix (the ``PropagateNan`` kernels in its Python module) has no such attribute in
-      its key, so a process with the fix never loads it. It can only add misses: an attribute is
-      added, nothing is removed (one cold miss per graph once the fix is installed).
+    * The fix's effect is ``compiled`` (its spec), so torchfix-core keys the FX graph and
+      AOTAutograd caches on it while it is applied (``torchfix_core._cache_key``: one term per
+      compiled-effect fix on the object both keys hash). Its detail (:meth:`MinMaxWhereFix.cache_key_detail`)
+      is the min/max codegen in effect, ``TritonOverrides.minimum("a", "b")`` and ``maximum``, so
+      torchao's override taking over changes the key too. An entry compiled without the fix (the
+      ``PropagateNan`` kernels in its Python module) has no term in its key, so a process with the
+      fix never loads it. It can only add misses: a term is added, nothing is removed (one cold
+      miss per graph once the fix is installed).
 
 Probe (live objects, no version check)
     ``TritonKernelOverrides.minimum("a", "b")`` and ``maximum`` are called: ``PropagateNan`` in
@@ -36,9 +37,9 @@ Probe (live objects, no version check)
     override already in place) is ``not-needed``, naming torchao when its ``_PATCHED`` flag is set.
     A ROCm build (``torch.version.hip``) is ``not-needed``: the miscompile is in the NVIDIA PTX
     lowering, and ROCm's codegen was never validated here. So is a torch without Triton (a CPU-only
-    build): Inductor generates no Triton kernel there, and the key term would only cost a cold cache. ``minimum``/``maximum`` not static methods
-    of ``TritonOverrides``, or ``FxGraphHashDetails.__init__`` with parameters other than
-    ``(self, gm, example_inputs, fx_kwargs, inputs_to_check)`` -> ``PatchRefused``.
+    build): Inductor generates no Triton kernel there, and the key term would only cost a cold cache.
+    ``minimum``/``maximum`` not static methods of ``TritonOverrides`` -> ``PatchRefused`` (the
+    core refuses an unknown ``FxGraphHashDetails`` layout the same way, before anything is patched).
 
 Hazards
     * The reductions (``amax``) go through ``triton_helpers.max2``/``maximum``, which keep
@@ -50,7 +51,7 @@ Hazards
     * Keys change once for every graph (a cold FX graph / AOTAutograd cache after installing the
       fix), on CPU too: the key term does not ask whether a graph will generate Triton code.
 
-Patch points (``def minimum`` / ``def maximum`` in ``TritonOverrides``, ``FxGraphHashDetails.__init__``):
+Patch points (``def minimum`` / ``def maximum`` in ``TritonOverrides``; the core's key term at ``FxGraphHashDetails.__init__``):
 2.14.1 ``codegen/triton.py`` :1596 / :1601, ``codecache.py`` :1481; 2.15.0 :1605 / :1610, :1504.
 """
 
@@ -60,26 +61,22 @@ import functools
 import importlib.util
 import sys
 import types
-from typing import Any, Callable
+from typing import Callable
 
 from torchfix_core import Fix, PatchRefused, ProbeResult
-from torchfix_core.probes import imported_module, require_parameters
+from torchfix_core.probes import imported_module
 from torchfix_core.tallies import tally_and_log
 
 FIX_ID = "fp8-minmax-store"
 CODEGEN_MODULE = "torch._inductor.codegen.triton"
-CACHE_MODULE = "torch._inductor.codecache"
 OVERRIDES = "TritonOverrides"
 KERNEL_OVERRIDES = "TritonKernelOverrides"
-DETAILS = "FxGraphHashDetails"
-#: the key term's attribute on ``FxGraphHashDetails`` (and its subclass ``AOTAutogradCacheDetails``)
-ATTRIBUTE = "torchfix_triton_minmax"
-DETAILS_PARAMETERS = ("self", "gm", "example_inputs", "fx_kwargs", "inputs_to_check")
 #: torchao's float8 workaround (0.18+) and its flag
 TORCHAO_PATCH = "torchao.float8._inductor_patch"
 
 #: ``where-min-max-emitted``: one ``minimum``/``maximum`` emitted in the ``tl.where`` form (per op of
 #: a generated Triton kernel); ``key-changed``: an FX graph / AOTAutograd key computed with the term
+#: (counted where the core reads the term's detail, :meth:`MinMaxWhereFix.cache_key_detail`)
 ACTED, log = tally_and_log(FIX_ID, "where-min-max-emitted", "key-changed")
 COUNTS = ACTED.counts
 
@@ -124,19 +121,6 @@ def emitted_codegen(overrides: type) -> tuple[str, str]:
     return forms[0], forms[1]
 
 
-def _keyed_init(overrides: type) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    def make(original: Callable[..., None]) -> Callable[..., None]:
-        @functools.wraps(original)
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            original(self, *args, **kwargs)
-            setattr(self, ATTRIBUTE, emitted_codegen(overrides))
-            COUNTS["key-changed"] += 1
-
-        return __init__
-
-    return make
-
-
 def _class(module: types.ModuleType, name: str) -> type:
     found = vars(module).get(name)
     if not isinstance(found, type):
@@ -152,14 +136,13 @@ def _torchao_patched() -> bool:
 class MinMaxWhereFix(Fix):
     """Emits Inductor's Triton min/max in the ``tl.where`` form and keys it (see the module doc)."""
 
-    def _layout(self) -> tuple[type, type, type]:
+    def __init__(self, fix_id: str) -> None:
+        super().__init__(fix_id)
+        self._overrides: type | None = None
+
+    def _layout(self) -> tuple[type, type]:
         codegen = imported_module(CODEGEN_MODULE)
-        cache = imported_module(CACHE_MODULE)
-        overrides, kernel_overrides, details = (
-            _class(codegen, OVERRIDES),
-            _class(codegen, KERNEL_OVERRIDES),
-            _class(cache, DETAILS),
-        )
+        overrides, kernel_overrides = _class(codegen, OVERRIDES), _class(codegen, KERNEL_OVERRIDES)
         if not issubclass(kernel_overrides, overrides):
             raise PatchRefused(f"{KERNEL_OVERRIDES} does not subclass {OVERRIDES}: unknown codegen layout")
         for name in ("minimum", "maximum"):
@@ -168,13 +151,12 @@ class MinMaxWhereFix(Fix):
                 raise PatchRefused(f"{CODEGEN_MODULE}.{OVERRIDES}.{name} is {raw!r}, expected a static method")
             if any(name in vars(c) for c in kernel_overrides.__mro__[: kernel_overrides.__mro__.index(overrides)]):
                 raise PatchRefused(f"{KERNEL_OVERRIDES} defines its own {name}: unknown codegen layout")
-        require_parameters(details, "__init__", DETAILS_PARAMETERS, where=f"{CACHE_MODULE}.{DETAILS}.__init__")
-        return overrides, kernel_overrides, details
+        return overrides, kernel_overrides
 
     def probe(self) -> ProbeResult:
         import torch
 
-        _, kernel_overrides, _ = self._layout()
+        _, kernel_overrides = self._layout()
         if getattr(torch.version, "hip", None):
             return ProbeResult(
                 False,
@@ -195,8 +177,16 @@ class MinMaxWhereFix(Fix):
         return ProbeResult(False, f"Inductor emits {minimum} / {maximum}: no PropagateNan min/max")
 
     def apply(self) -> None:
-        overrides, _, details = self._layout()
+        overrides, _ = self._layout()
         self.patches.wrap(overrides, "minimum", _emitting(where_minimum))
         self.patches.wrap(overrides, "maximum", _emitting(where_maximum))
-        self.patches.wrap(details, "__init__", _keyed_init(overrides))
-        log.debug("%s: %s.minimum/maximum emit the tl.where form; %s keys it", FIX_ID, OVERRIDES, DETAILS)
+        self._overrides = overrides
+        log.debug("%s: %s.minimum/maximum emit the tl.where form (the compile caches keyed on it)", FIX_ID, OVERRIDES)
+
+    def cache_key_detail(self) -> str:
+        """The min/max codegen in effect (this fix's, or torchao's after it took over), for the
+        compile caches' key term; counts ``key-changed``."""
+        if self._overrides is None:
+            return ""
+        COUNTS["key-changed"] += 1
+        return " / ".join(emitted_codegen(self._overrides))

@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports neither torch nor TransformerEngine)."""
 
-from torchfix_core.spec import FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Signature
 
 #: TE's recompute-stash lookup of a module that stashed nothing (``quantization.py`` TE 2.x,
 #: ``fp8.py`` TE 1.x): both fixes' red runs raise it, each under its own condition
@@ -19,6 +19,8 @@ FIX = FixSpec(
     targets={"transformer_engine": ">=1.13,<2.21"},
     triggers=("transformer_engine.pytorch.distributed",),
     order=50,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=("https://github.com/NVIDIA/TransformerEngine/pull/3284",),
     # From the red runs of tests/test_signatures.py (TE 1.13.0 and 2.18.0: same wording).
     signatures=(
@@ -51,6 +53,8 @@ PAIRING = FixSpec(
     triggers=("transformer_engine.pytorch.distributed", "transformer_engine.pytorch.module.base"),
     # Disjoint patch points from fp8-recompute (TE PR #3284, which it builds on): no ordering needed.
     order=51,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=("https://github.com/NVIDIA/TransformerEngine/pull/3394",),
     # From the red runs of tests/test_signatures.py (TE 2.18.0 and 2.19.0: same wording).
     signatures=(

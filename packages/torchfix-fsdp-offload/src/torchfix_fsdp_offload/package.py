@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
 
-from torchfix_core.spec import FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Signature
 
 FIX = FixSpec(
     id="fsdp-offload-hook",
@@ -18,6 +18,8 @@ FIX = FixSpec(
     # torch.distributed.fsdp (not by `import torch`), before any fully_shard call
     triggers=("torch.distributed.fsdp._fully_shard._fsdp_param_group",),
     order=42,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=("https://github.com/pytorch/pytorch/pull/180666",),
     # silent (no exception): the symptom seen on the GPU run with 2.11.0 (hooks read other bytes than
     # the final gradient)

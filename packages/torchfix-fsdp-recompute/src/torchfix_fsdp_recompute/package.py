@@ -5,7 +5,7 @@ the Dynamo-disable decorator calls, ``fsdp-recompute-unshard`` that function's c
 and revert independently, in any order; neither names the other in ``after``.
 """
 
-from torchfix_core.spec import FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Signature
 
 #: the traceback frames of a non-reentrant checkpoint's recompute (torch.utils.checkpoint and the
 #: composable checkpoint alike, 2.8-2.15): the unpack hook runs the frame's recompute_fn
@@ -25,6 +25,8 @@ CAST_FIX = FixSpec(
     # always before any fully_shard call can register its hooks
     triggers=("torch.distributed.fsdp._fully_shard._fsdp_state",),
     order=40,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=(
         "https://github.com/pytorch/pytorch/issues/159359",
         "https://github.com/pytorch/pytorch/pull/182580",
@@ -64,6 +66,8 @@ UNSHARD_FIX = FixSpec(
     targets={"torch": ">=2.8,<2.14"},
     triggers=("torch.distributed.fsdp._fully_shard._fsdp_state",),
     order=41,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=(
         "https://github.com/pytorch/pytorch/issues/153354",
         "https://github.com/pytorch/pytorch/issues/187437",

@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
 
-from torchfix_core.spec import FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Signature
 
 #: Inductor's generated size assert (``assert_size_stride``) when an artifact compiled for another
 #: input shape is loaded; the same words follow a wrong fake kernel of a custom op, hence ``when=``
@@ -14,6 +14,8 @@ FIX = FixSpec(
     targets={"torch": ">=2.11,<2.16"},
     triggers=("torch.distributed.tensor",),
     order=100,
+    # keys DTensor inputs on their local shape (and device): keys differ from unpatched torch's by construction
+    effect=Effect.CACHE_KEY,
     upstream=(
         "https://github.com/pytorch/pytorch/pull/173526",
         "https://github.com/pytorch/pytorch/issues/188390",
@@ -46,6 +48,8 @@ MAGI_FIX = FixSpec(
     targets={"torch": ">=2.10,<2.14", "magi_compiler": ">=1.0,<2"},
     triggers=("magi_compiler",),
     order=110,
+    # keys Magi's cache directory and AOT artifact path on DTensor layouts
+    effect=Effect.CACHE_KEY,
     upstream=("MagiCompiler PR #89 (placement-aware cache key)",),
     signatures=(
         # red run: 2 gloo ranks, a SimpleFSDP-style module compiled Shard(0) then Replicate() under one
@@ -76,6 +80,8 @@ BYPASS_KEY_FIX = FixSpec(
     targets={"torch": ">=2.10,<2.16"},
     triggers=("torch._functorch._aot_autograd.autograd_cache",),
     order=120,
+    # replaces the fallback key's nonce: how AOT precompile keys an unkeyable graph
+    effect=Effect.CACHE_KEY,
     upstream=(
         "https://github.com/pytorch/pytorch/pull/194451",
         "https://github.com/pytorch/pytorch/pull/191427",
@@ -99,6 +105,8 @@ AUTOCAST_KEY_FIX = FixSpec(
     targets={"torch": ">=2.8,<2.13"},
     triggers=("torch._functorch._aot_autograd.autograd_cache",),
     order=130,
+    # adds the autocast state to the AOTAutograd key
+    effect=Effect.CACHE_KEY,
     upstream=(
         "https://github.com/pytorch/pytorch/pull/181564",
         "https://github.com/pytorch/pytorch/pull/191110",
@@ -120,6 +128,8 @@ HOP_BODY_KEY_FIX = FixSpec(
     targets={"torch": ">=2.11,<2.16"},
     triggers=("torch._functorch._aot_autograd.autograd_cache",),
     order=140,
+    # bypasses the AOTAutograd cache for graphs with an unsafe node in a nested body
+    effect=Effect.CACHE_KEY,
     upstream=("https://github.com/pytorch/pytorch/pull/194658",),
     signatures=(
         Signature(

@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
 
-from torchfix_core.spec import EnvSwitch, FixSpec, Signature
+from torchfix_core.spec import KEYED_CACHE_MODULE, Effect, EnvSwitch, FixSpec, Signature
 
 #: Turn Dynamo's LRU reordering off when the fix is applied (torchtitan PR #1991's placement) instead
 #: of at the first activation checkpoint: for recompute schemes that do not go through
@@ -26,6 +26,8 @@ FIX = FixSpec(
     # 2.10-2.15 the first checkpoint() imports torch._dynamo before it builds its saved-tensor hook.
     triggers=("torch._dynamo",),
     order=30,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=(
         "https://github.com/pytorch/pytorch/issues/166926",
         "https://github.com/pytorch/pytorch/pull/167038",
@@ -67,8 +69,12 @@ BUDGET_RNG_FIX = FixSpec(
     # validated on 2.8.0-2.15.0 (every release of the matrix has the budget API and the bug); open upstream
     targets={"torch": ">=2.8,<2.16"},
     # the module that defines the patched function; imported by the first torch.compile (through
-    # torch._functorch.aot_autograd), never by `import torch`
-    triggers=("torch._functorch.partitioners",),
+    # torch._functorch.aot_autograd), never by `import torch`; and the compile caches' key module
+    # (effect compiled), which torch._functorch.aot_autograd imports before it on 2.8-2.15
+    triggers=("torch._functorch.partitioners", KEYED_CACHE_MODULE),
+    # a partition is compiled code: artifacts compiled without the fix recompute dropout, so the FX
+    # graph and AOTAutograd cache keys carry the fix's term
+    effect=Effect.COMPILED,
     order=32,
     upstream=(
         "https://github.com/pytorch/pytorch/issues/190758",

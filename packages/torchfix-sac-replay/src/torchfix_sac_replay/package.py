@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports nothing from torch)."""
 
-from torchfix_core.spec import FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Signature
 
 #: When SAC's "not found in storage" means sac-replay's bug (the message alone has other causes).
 _RECOMPUTE_OFF_THREAD = (
@@ -34,6 +34,8 @@ FIX = FixSpec(
     # the frame, so the patch is in place before the first frame exists. See docs/fixes/sac-replay.md.
     triggers=("torch._dynamo",),
     order=20,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=(
         "https://github.com/pytorch/pytorch/issues/186537",
         "https://github.com/pytorch/pytorch/pull/173568",
@@ -75,6 +77,8 @@ STORAGE_KEY_FIX = FixSpec(
     # needs torch._dynamo first, so the patch is in place before any region is saved.
     triggers=("torch._dynamo",),
     order=25,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=(
         "https://github.com/pytorch/pytorch/issues/175258",
         "https://github.com/pytorch/pytorch/pull/177198",
@@ -125,6 +129,8 @@ CONTEXT_FIX = FixSpec(
     # compiled autograd function can be built before torch._dynamo is imported.
     triggers=("torch._dynamo",),
     order=35,
+    # acts while the program runs; what torch compiles and caches is unchanged
+    effect=Effect.RUNTIME,
     upstream=(
         "https://github.com/pytorch/pytorch/issues/185372",
         "https://github.com/pytorch/pytorch/pull/186659",

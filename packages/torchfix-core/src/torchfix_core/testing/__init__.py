@@ -24,8 +24,15 @@ installed and no torch), :func:`assert_explained_both_ways` checks one red run's
 signatures, :func:`applied_report` checks a green run's report row, and :func:`report_of` is a scenario script's view of one fix's row of
 ``torchfix_core.report()``.
 
+Warm-cache tests (:mod:`torchfix_core.testing._warm_cache`), which every fix of effect ``compiled``
+has: :func:`warm_cache_runs` runs a scenario in the orders of :data:`WARM_CACHE_ORDERS` (fix off
+then on, on then off, off then on without its key term) with one cache directory per order;
+:func:`compile_cache_counters` (in the scenario script) and :func:`cache_hits` read the caches'
+counters; :func:`drop_cache_key_term` is the red half's switch.
+
 The test hooks (:mod:`torchfix_core.testing._introspect`) read the core's state without private
-names: :func:`fix_spec`, :func:`import_triggers`, :func:`live_patches`, :func:`waiting_hooks`,
+names: :func:`fix_spec`, :func:`import_triggers`, :func:`live_patches`, :func:`cache_key_terms`,
+:func:`cache_key_patches`, :func:`waiting_hooks`,
 :func:`override_targets`, :func:`outside_validated_range`.
 """
 
@@ -50,6 +57,8 @@ from torchfix_core.testing._explain import (
     report_of,
 )
 from torchfix_core.testing._introspect import (
+    cache_key_patches,
+    cache_key_terms,
     fix_spec,
     import_triggers,
     live_patches,
@@ -70,14 +79,30 @@ from torchfix_core.testing._scenario import (
     run_json_script,
     run_json_script_timed,
 )
+from torchfix_core.testing._warm_cache import (
+    WARM_CACHE_ORDERS,
+    CacheStep,
+    cache_hits,
+    compile_cache_counters,
+    drop_cache_key_term,
+    warm_cache_runs,
+)
 
 __all__ = [
     "CASES",
+    "WARM_CACHE_ORDERS",
+    "CacheStep",
+    "cache_hits",
+    "compile_cache_counters",
+    "drop_cache_key_term",
+    "warm_cache_runs",
     "DemoCheck",
     "FixContract",
     "ScenarioFailed",
     "applied_report",
     "applied_where",
+    "cache_key_patches",
+    "cache_key_terms",
     "assert_explained",
     "assert_explained_both_ways",
     "assert_inert_without",

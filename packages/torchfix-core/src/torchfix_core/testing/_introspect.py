@@ -3,6 +3,8 @@ by the core itself, so none of it runs in a training process).
 
 * :func:`fix_spec`, :func:`import_triggers` - a discovered fix's spec; import its trigger modules
 * :func:`live_patches` - ``(owner, name, original)`` of every patch a fix (or every fix) holds
+* :func:`cache_key_terms` - the compile caches' key terms in force; :func:`cache_key_patches` the
+  core's one patch that carries them
 * :func:`waiting_hooks` - module name -> number of post-import callbacks still waiting for it
 * :func:`override_targets` - judge a fix's validated range with other targets (out-of-range cases)
 * :func:`outside_validated_range` - the registry's own range judgement for a fix on this machine
@@ -43,19 +45,42 @@ def import_triggers(fix_id: str | None = None, *, ignore_missing: bool = False) 
 
 def live_patches(fix_id: str | None = None) -> list[tuple[object, str, Any]]:
     """``(owner, name, original)`` for every live patch of ``fix_id`` (default: every applied fix),
-    in the order they were made; ``name`` is ``"__code__"`` for a code replacement."""
+    in the order they were made; ``name`` is ``"__code__"`` for a code replacement. A fix that holds
+    a compile-cache key term (effect ``compiled``) also holds the core's key patch, listed after its
+    own (once, for the default)."""
     from torchfix_core import _registry
     from torchfix_core.spec import PATCH_LOCK
 
     with PATCH_LOCK:
         entries = _registry.entries()
         chosen = [entries[fix_id]] if fix_id is not None else list(entries.values())
-        return [
+        found = [
             (record.owner, record.name, record.original)
             for entry in chosen
             if entry.impl is not None
             for record in entry.impl.patches._records.values()
         ]
+        if any(entry.id in cache_key_terms() for entry in chosen):
+            found += cache_key_patches()
+        return found
+
+
+def cache_key_terms() -> dict[str, tuple[str, str]]:
+    """Fix id -> (version, detail) of every term the FX graph and AOTAutograd cache keys carry now
+    (empty when no compiled-effect fix is applied, or the key module was never loaded)."""
+    import sys
+
+    module = sys.modules.get("torchfix_core._cache_key")
+    return {} if module is None else dict(module.terms())
+
+
+def cache_key_patches() -> list[tuple[object, str, Any]]:
+    """``(owner, name, original)`` of the core's key patch while a term is held (else empty): one
+    patch point shared by every compiled-effect fix."""
+    import sys
+
+    module = sys.modules.get("torchfix_core._cache_key")
+    return [] if module is None else list(module.key_patches())
 
 
 def waiting_hooks() -> dict[str, int]:
