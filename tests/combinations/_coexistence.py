@@ -7,11 +7,13 @@ in turn:
 
 1. ``torchfix_core.apply(only=subset)``: each fix must reach the state it has alone on this torch
    (``reference``, from ``_patch_points.py``): what else is applied changes no probe's verdict;
-2. every applied fix holds live patches, and no two fixes hold a patch of one attribute;
+2. every applied fix holds live patches, and no two fixes hold a patch of one attribute (but the
+   core's compile-cache key patch, which every applied fix of effect ``compiled`` shares); the key
+   terms in force are exactly those of the applied ``compiled`` fixes;
 3. one smoke step: a checkpointed two-layer MLP's forward and backward (eager, fixed seed), whose
    gradients must equal bit for bit those of the same step with nothing applied;
-4. ``torchfix_core.revert(only=subset)``: no live patch is left and every patched attribute is the
-   original object again.
+4. ``torchfix_core.revert(only=subset)``: no live patch and no key term is left, and every patched
+   attribute is the original object again.
 
 Prints one JSON line: ``{"results": [{"subset": [...], "problems": [...]}, ...], "seconds": ...}``.
 """
@@ -25,7 +27,8 @@ import time
 import torch
 import torchfix_core
 from torch.utils.checkpoint import checkpoint
-from torchfix_core.testing import import_triggers, live_patches
+from torchfix_core import Effect
+from torchfix_core.testing import cache_key_patches, cache_key_terms, fix_spec, import_triggers, live_patches
 
 
 def smoke_step() -> list[torch.Tensor]:
@@ -46,6 +49,10 @@ def check(subset: list[str], reference: dict[str, str], baseline: list[torch.Ten
     for fix_id in subset:
         if states.get(fix_id) != reference.get(fix_id):
             problems.append(f"{fix_id}: {states.get(fix_id)} with {subset}, {reference.get(fix_id)} alone")
+    keyed = sorted(f for f in subset if states.get(f) == "applied" and fix_spec(f).effect is Effect.COMPILED)
+    if sorted(cache_key_terms()) != keyed:
+        problems.append(f"compile-cache key terms {sorted(cache_key_terms())}, expected those of {keyed}")
+    shared = {(id(owner), name) for owner, name, _ in cache_key_patches()}
     places: dict[tuple[int, str], str] = {}
     for fix_id in subset:
         patches = live_patches(fix_id)
@@ -54,7 +61,7 @@ def check(subset: list[str], reference: dict[str, str], baseline: list[torch.Ten
         for owner, name, original in patches:
             originals[(id(owner), name)] = (owner, name, original)
             other = places.setdefault((id(owner), name), fix_id)
-            if other != fix_id:
+            if other != fix_id and (id(owner), name) not in shared:
                 problems.append(f"{fix_id} and {other} both patch {getattr(owner, '__name__', owner)}.{name}")
     try:
         grads = smoke_step()
@@ -66,6 +73,8 @@ def check(subset: list[str], reference: dict[str, str], baseline: list[torch.Ten
     leftover = [fix_id for fix_id in subset if live_patches(fix_id)]
     if leftover:
         problems.append(f"live patches left after revert: {leftover}")
+    if cache_key_terms() or cache_key_patches():
+        problems.append(f"compile-cache key terms left after revert: {sorted(cache_key_terms())}")
     for owner, name, original in originals.values():
         if name == "__code__":
             current = owner.__code__

@@ -9,6 +9,7 @@ from torchfix_core.testing import FixContract, applied_where
 class TestContract(FixContract):
     fix_id = FIX
     # the two static methods every Triton kernel's ops handler inherits, and the FX graph key's details
+    # (torchfix-core's key term, held for the fix while it is applied: effect compiled)
     patched = [
         (CODEGEN, "TritonOverrides.minimum"),
         (CODEGEN, "TritonOverrides.maximum"),

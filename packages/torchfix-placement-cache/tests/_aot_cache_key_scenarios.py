@@ -129,6 +129,26 @@ def checkpointed(which: str) -> dict[str, Any]:
             "out": float(out), "ref": float(ref)}  # fmt: skip
 
 
+def nested_region(which: str) -> dict[str, Any]:
+    """:func:`checkpointed` with the body in ``torch.compiler.nested_compile_region`` instead of a
+    checkpoint: Dynamo captures it as an ``invoke_subgraph`` body (no checkpoint)."""
+    body = torch.compiler.nested_compile_region(_opaque_body if which == "opaque" else _plain_body)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return body(x).sum()
+
+    torch.manual_seed(0)
+    x = torch.randn(8, requires_grad=True)
+    out = torch.compile(fn, backend="inductor")(x)
+    out.backward()
+    grad = x.grad.detach().clone()  # type: ignore[union-attr]
+    x.grad = None
+    ref = fn(x)
+    ref.backward()
+    return {"scale": SCALE[0], "out_ok": close(out, ref), "grad_ok": close(grad, x.grad),
+            "out": float(out), "ref": float(ref)}  # fmt: skip
+
+
 def nested_check(_: str) -> dict[str, Any]:
     """``check_cacheable`` on the fix's probe graph (a root holding a body that calls a plain function)."""
     from torchfix_placement_cache.hop_body_key import nested_graph, refuses
@@ -141,6 +161,7 @@ SCENARIOS = {
     "autocast_runs": autocast_runs,
     "autocast_keys": autocast_keys,
     "checkpointed": checkpointed,
+    "nested_region": nested_region,
     "nested_check": nested_check,
 }
 

@@ -82,3 +82,53 @@ def test_plain_checkpoint_body_still_hits_with_fix(tmp_path: Path) -> None:
     )
     assert second["counters"].get("autograd_cache_hit") == 1, second
     assert first["out_ok"] and second["out_ok"] and second["grad_ok"], (first, second)
+
+
+# --- an invoke_subgraph body (torch.compiler.nested_compile_region): which releases serve it stale --------
+
+#: what docs/fixes/aot-hop-body-key.md's table says of an opaque callable in an ``invoke_subgraph``
+#: body without the fix, per release
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "fixes" / "aot-hop-body-key.md"
+STALE, BYPASSED = "stale artifact served", "bypassed by torch"
+
+
+def page_says_for_this_torch() -> str:
+    """The page's ``invoke_subgraph`` column for the installed torch's release (``X.Y.Z``)."""
+    import re
+
+    import torch
+
+    release = torch.__version__.split("+")[0]
+    rows = dict(re.findall(r"^\| (\d+\.\d+\.\d+) \|(?:[^|\n]*\|){3} ([a-z ]+) \|$", PAGE.read_text(), re.M))
+    assert release in rows, f"{PAGE.name} states nothing about invoke_subgraph bodies on torch {release}"
+    return rows[release]
+
+
+def _nested(tmp_path: Path, fix: bool) -> tuple[dict, dict]:  # type: ignore[type-arg]
+    shared = tmp_path / "shared-cache"
+    first = run(HOP_BODY, fix, shared, "nested_region", "opaque", SCALE="2")
+    second = run(HOP_BODY, fix, shared, "nested_region", "opaque", SCALE="3")
+    return first, second
+
+
+def test_nested_region_body_without_fix_is_as_the_page_says(tmp_path: Path) -> None:
+    """The page's statement per release is measured here: a second process with ``SCALE=3`` either
+    gets the first one's artifact (a hit, wrong output and gradient: the bug, torch 2.11-2.12) or
+    torch bypasses the AOTAutograd cache on its own (2.13+)."""
+    first, second = _nested(tmp_path, fix=False)
+    assert first["out_ok"] and first["grad_ok"], first
+    if second["counters"].get("autograd_cache_hit") == 1:
+        assert not second["out_ok"] and not second["grad_ok"], second
+        measured = STALE
+    else:
+        assert second["counters"].get("autograd_cache_bypass", 0) >= 1 and second["out_ok"], second
+        measured = BYPASSED
+    assert measured == page_says_for_this_torch(), (measured, second["counters"])
+
+
+@needs_range
+def test_nested_region_body_passes_with_fix(tmp_path: Path) -> None:
+    first, second = _nested(tmp_path, fix=True)
+    for r in (first, second):
+        assert r["states"][HOP_BODY] == expected_state(HOP_BODY), r
+        assert r["counters"].get("autograd_cache_hit", 0) == 0 and r["out_ok"] and r["grad_ok"], r

@@ -21,6 +21,10 @@ def _dropout_recomputed_at_budget() -> bool:
 
 class TestBudgetRngContract(FixContract):
     fix_id = "budget-rng"
-    # the module global min_cut_rematerialization_partition calls by name
-    patched = [("torch._functorch.partitioners", "choose_saved_values_set")]
+    # the module global min_cut_rematerialization_partition calls by name, and the compile caches' key
+    # term torchfix-core holds for the fix (effect compiled): applied and reverted with it
+    patched = [
+        ("torch._functorch.partitioners", "choose_saved_values_set"),
+        ("torch._inductor.codecache", "FxGraphHashDetails.__init__"),
+    ]
     expected_state = applied_where(_dropout_recomputed_at_budget)

@@ -137,10 +137,11 @@ def remove_term(fix_id: str) -> list[str]:
         return _patches.revert()
 
 
-def terms() -> dict[str, tuple[str, str]]:
-    """Fix id -> (version, detail) of every term the keys carry now."""
+def terms() -> dict[str, str]:
+    """Fix id -> version of every term the keys carry now. The details are not read here: a fix may
+    count each read as a key computed (only the wrapper reads them)."""
     with PATCH_LOCK:
-        return {fix_id: (version, impl.cache_key_detail()) for fix_id, (version, impl) in _terms.items()}
+        return {fix_id: version for fix_id, (version, _) in _terms.items()}
 
 
 def key_patches() -> list[tuple[object, str, Any]]:

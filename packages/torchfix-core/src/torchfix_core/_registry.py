@@ -360,11 +360,11 @@ def _key_note(entry: _Entry) -> str:
     """What an applied compiled-effect fix's row says about the compile caches."""
     from torchfix_core import _cache_key
 
-    held = _cache_key.terms().get(entry.id)
-    if held is None:
+    version = _cache_key.terms().get(entry.id)
+    if version is None:
         return "compile caches NOT keyed on this fix (its key term is gone): a warm cache may serve artifacts compiled without it"
     return (
-        f"FX graph and AOTAutograd cache keys carry its term ({entry.id} {held[0]}): artifacts compiled "
+        f"FX graph and AOTAutograd cache keys carry its term ({entry.id} {version}): artifacts compiled "
         "without it are not served"
     )
 

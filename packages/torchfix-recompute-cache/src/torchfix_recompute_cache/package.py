@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
 
-from torchfix_core.spec import KEYED_CACHE_MODULE, Effect, EnvSwitch, FixSpec, Signature
+from torchfix_core.spec import Effect, EnvSwitch, FixSpec, Signature
 
 #: Turn Dynamo's LRU reordering off when the fix is applied (torchtitan PR #1991's placement) instead
 #: of at the first activation checkpoint: for recompute schemes that do not go through
@@ -70,8 +70,10 @@ BUDGET_RNG_FIX = FixSpec(
     targets={"torch": ">=2.8,<2.16"},
     # the module that defines the patched function; imported by the first torch.compile (through
     # torch._functorch.aot_autograd), never by `import torch`; and the compile caches' key module
-    # (effect compiled), which torch._functorch.aot_autograd imports before it on 2.8-2.15
-    triggers=("torch._functorch.partitioners", KEYED_CACHE_MODULE),
+    # (effect compiled: torchfix_core.spec.KEYED_CACHE_MODULE). torch._functorch.aot_autograd, which
+    # every compile imports before it partitions, imports both on 2.8-2.15 (the partitioner alone
+    # does not import the cache module on 2.8-2.10)
+    triggers=("torch._functorch.partitioners", "torch._inductor.codecache"),
     # a partition is compiled code: artifacts compiled without the fix recompute dropout, so the FX
     # graph and AOTAutograd cache keys carry the fix's term
     effect=Effect.COMPILED,

@@ -65,9 +65,9 @@ def live_patches(fix_id: str | None = None) -> list[tuple[object, str, Any]]:
         return found
 
 
-def cache_key_terms() -> dict[str, tuple[str, str]]:
-    """Fix id -> (version, detail) of every term the FX graph and AOTAutograd cache keys carry now
-    (empty when no compiled-effect fix is applied, or the key module was never loaded)."""
+def cache_key_terms() -> dict[str, str]:
+    """Fix id -> version of every term the FX graph and AOTAutograd cache keys carry now (empty
+    when no compiled-effect fix is applied, or the key module was never loaded)."""
     import sys
 
     module = sys.modules.get("torchfix_core._cache_key")
