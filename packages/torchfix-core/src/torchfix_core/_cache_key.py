@@ -73,7 +73,9 @@ ATTRIBUTE = "torchfix_fixes"
 #: the mark on the wrapper (``__torchfix_fix__``): the core's, shared by every compiled-effect fix
 KEY_PATCH_ID = "torchfix-core:cache-key"
 
-#: fix id -> (distribution version, the fix's implementation); read by the wrapper on every key
+#: fix id -> (distribution version, the fix's implementation); read by the wrapper on every key.
+#: Copy on write (add/remove rebind a new dict under PATCH_LOCK), so the wrapper reads one consistent
+#: dict without taking the lock while another thread applies or reverts a fix.
 _terms: dict[str, tuple[str, Fix]] = {}
 _patches = PatchSet(KEY_PATCH_ID)
 
@@ -98,17 +100,20 @@ def _details_class() -> type:
     return details
 
 
-def term_tuple() -> tuple[tuple[str, str, str], ...]:
-    """The term the next key gets: ``(fix id, version, detail)`` per held term, sorted by fix id."""
-    return tuple((fix_id, version, impl.cache_key_detail()) for fix_id, (version, impl) in sorted(_terms.items()))
+def term_tuple(held: dict[str, tuple[str, Fix]] | None = None) -> tuple[tuple[str, str, str], ...]:
+    """The term a key gets from ``held`` (default: the terms now): ``(fix id, version, detail)`` per
+    term, sorted by fix id."""
+    held = _terms if held is None else held
+    return tuple((fix_id, version, impl.cache_key_detail()) for fix_id, (version, impl) in sorted(held.items()))
 
 
 def _keyed(original: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
-        if _terms:
-            setattr(self, ATTRIBUTE, term_tuple())
+        held = _terms  # one read: add/remove rebind, never mutate
+        if held:
+            setattr(self, ATTRIBUTE, term_tuple(held))
 
     return __init__
 
@@ -118,20 +123,22 @@ def add_term(fix_id: str, version: str | None, impl: Fix) -> None:
 
     Installs the wrapper with the first term. Raises :class:`PatchRefused` (nothing added, nothing
     patched) when the cache module is not imported or its layout is unknown."""
+    global _terms
     with PATCH_LOCK:
         if not len(_patches):
             details = _details_class()
             raw = read_raw(details, "__init__")
             check_signature(raw, DETAILS_PARAMETERS, f"{KEYED_CACHE_MODULE}.{DETAILS}.__init__")
             _patches.wrap(details, "__init__", _keyed, signature=DETAILS_PARAMETERS)
-        _terms[fix_id] = (version or "unknown", impl)
+        _terms = {**_terms, fix_id: (version or "unknown", impl)}
 
 
 def remove_term(fix_id: str) -> list[str]:
     """Stop keying on ``fix_id``; with the last term gone, put torch's ``__init__`` back. Returns the
     problems of that revert (empty when it went back, or when a term remains)."""
+    global _terms
     with PATCH_LOCK:
-        _terms.pop(fix_id, None)
+        _terms = {key: value for key, value in _terms.items() if key != fix_id}
         if _terms:
             return []
         return _patches.revert()
