@@ -93,7 +93,9 @@ def test_default_budget_is_not_affected(without_fix: dict[str, Any], with_fix: d
     assert_right_mask(with_fix["dropout@1.0"])
 
 
-def test_checkpoint_region_is_not_affected_with_aot_eager(without_fix: dict[str, Any], with_fix: dict[str, Any]) -> None:
+def test_checkpoint_region_is_not_affected_with_aot_eager(
+    without_fix: dict[str, Any], with_fix: dict[str, Any]
+) -> None:
     """compile(AC(f)) with aot_eager at budget 0.5: the user region's random ops keep their recompute
     tag, the partitioner replays them (``functionalize_rng_ops``'s path), and the gradient is right with
     and without the fix. Under inductor it is not on every release: see the next two tests."""
