@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from _util import FIX, assert_ok, run
-from torchfix_core.testing import CacheStep, cache_hits, outside_validated_range, warm_cache_runs
+from torchfix_core.testing import CacheStep, cache_hits, cold, outside_validated_range, warm_cache_runs
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def orders(tmp_path_factory: pytest.TempPathFactory, bug_present: bool) -> dict[
 
 
 def _cold(r: dict[str, Any]) -> bool:
-    return cache_hits(r) == 0 and r["cache"]["fxgraph_miss"] >= 1
+    return cold(r) and r["cache"]["fxgraph_miss"] >= 1
 
 
 def test_entry_from_before_the_fix_served_without_key_term(

@@ -109,14 +109,9 @@ def _plain_body(x: torch.Tensor) -> torch.Tensor:
     return torch.cos(torch.sin(x)) * 2
 
 
-def checkpointed(which: str) -> dict[str, Any]:
-    """``sum(checkpoint(body, x))`` compiled, forward and backward (the entry is saved after the
-    backward); ``which`` is ``opaque`` (a body calling :func:`opaque`) or ``plain`` (torch ops)."""
-    body = _opaque_body if which == "opaque" else _plain_body
-
-    def fn(x: torch.Tensor) -> torch.Tensor:
-        return checkpoint(body, x, use_reentrant=False).sum()
-
+def _compiled_against_eager(fn: Any) -> dict[str, Any]:
+    """``fn`` compiled with inductor, forward and backward (the AOTAutograd entry is saved after the
+    backward), against ``fn`` eager: outputs and gradients."""
     torch.manual_seed(0)
     x = torch.randn(8, requires_grad=True)
     out = torch.compile(fn, backend="inductor")(x)
@@ -127,26 +122,20 @@ def checkpointed(which: str) -> dict[str, Any]:
     ref.backward()
     return {"scale": SCALE[0], "out_ok": close(out, ref), "grad_ok": close(grad, x.grad),
             "out": float(out), "ref": float(ref)}  # fmt: skip
+
+
+def checkpointed(which: str) -> dict[str, Any]:
+    """``sum(checkpoint(body, x))`` compiled; ``which`` is ``opaque`` (a body calling :func:`opaque`)
+    or ``plain`` (torch ops)."""
+    body = _opaque_body if which == "opaque" else _plain_body
+    return _compiled_against_eager(lambda x: checkpoint(body, x, use_reentrant=False).sum())
 
 
 def nested_region(which: str) -> dict[str, Any]:
     """:func:`checkpointed` with the body in ``torch.compiler.nested_compile_region`` instead of a
     checkpoint: Dynamo captures it as an ``invoke_subgraph`` body (no checkpoint)."""
     body = torch.compiler.nested_compile_region(_opaque_body if which == "opaque" else _plain_body)
-
-    def fn(x: torch.Tensor) -> torch.Tensor:
-        return body(x).sum()
-
-    torch.manual_seed(0)
-    x = torch.randn(8, requires_grad=True)
-    out = torch.compile(fn, backend="inductor")(x)
-    out.backward()
-    grad = x.grad.detach().clone()  # type: ignore[union-attr]
-    x.grad = None
-    ref = fn(x)
-    ref.backward()
-    return {"scale": SCALE[0], "out_ok": close(out, ref), "grad_ok": close(grad, x.grad),
-            "out": float(out), "ref": float(ref)}  # fmt: skip
+    return _compiled_against_eager(lambda x: body(x).sum())
 
 
 def nested_check(_: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from _aot_cache_key_util import HOP_BODY, expected_state, hop_bug_present, run  # noqa: F401 (skipif strings)
-from torchfix_core.testing import outside_validated_range
+from torchfix_core.testing import outside_validated_range, page_statement
 
 needs_bug = pytest.mark.skipif("not hop_bug_present()", reason="check_cacheable checks nested bodies here")
 needs_range = pytest.mark.skipif(outside_validated_range(HOP_BODY) is not None, reason="outside the validated range")
@@ -92,18 +92,6 @@ PAGE = Path(__file__).resolve().parents[3] / "docs" / "fixes" / "aot-hop-body-ke
 STALE, BYPASSED = "stale artifact served", "bypassed by torch"
 
 
-def page_says_for_this_torch() -> str:
-    """The page's ``invoke_subgraph`` column for the installed torch's release (``X.Y.Z``)."""
-    import re
-
-    import torch
-
-    release = torch.__version__.split("+")[0]
-    rows = dict(re.findall(r"^\| (\d+\.\d+\.\d+) \|(?:[^|\n]*\|){3} ([a-z ]+) \|$", PAGE.read_text(), re.M))
-    assert release in rows, f"{PAGE.name} states nothing about invoke_subgraph bodies on torch {release}"
-    return rows[release]
-
-
 def _nested(tmp_path: Path, fix: bool) -> tuple[dict, dict]:  # type: ignore[type-arg]
     shared = tmp_path / "shared-cache"
     first = run(HOP_BODY, fix, shared, "nested_region", "opaque", SCALE="2")
@@ -123,7 +111,7 @@ def test_nested_region_body_without_fix_is_as_the_page_says(tmp_path: Path) -> N
     else:
         assert second["counters"].get("autograd_cache_bypass", 0) >= 1 and second["out_ok"], second
         measured = BYPASSED
-    assert measured == page_says_for_this_torch(), (measured, second["counters"])
+    assert measured == page_statement(PAGE, (STALE, BYPASSED)), (measured, second["counters"])
 
 
 @needs_range

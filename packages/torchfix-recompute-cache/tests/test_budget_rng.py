@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from torchfix_core.testing import only_fix, outside_validated_range, run_json_script
+from torchfix_core.testing import only_fix, outside_validated_range, page_statement, run_json_script
 
 SCENARIOS = Path(__file__).resolve().parent / "_budget_rng_scenarios.py"
 FIX_ID = "budget-rng"
@@ -108,18 +108,6 @@ PAGE = Path(__file__).resolve().parents[3] / "docs" / "fixes" / "budget-rng.md"
 WRONG, RIGHT = "wrong gradients", "right"
 
 
-def page_says_for_this_torch() -> str:
-    """The page's checkpoint-region-under-inductor row for the installed torch's release."""
-    import re
-
-    import torch
-
-    release = torch.__version__.split("+")[0]
-    rows = dict(re.findall(rf"^\| (\d+\.\d+\.\d+) \| ({WRONG}|{RIGHT})\b", PAGE.read_text(), re.M))
-    assert release in rows, f"{PAGE.name} states nothing about checkpoint regions under inductor on torch {release}"
-    return rows[release]
-
-
 @pytest.mark.parametrize("budget", ["0.5", "0.0"])
 def test_checkpoint_region_inductor_without_fix_is_as_the_page_says(tmp_path: Path, budget: str) -> None:
     """compile(AC(f)) with inductor at budget < 1. Inductor's joint-graph pass rewrites the region's
@@ -135,7 +123,7 @@ def test_checkpoint_region_inductor_without_fix_is_as_the_page_says(tmp_path: Pa
     else:
         assert_right_mask(r, tolerance=1e-5)
         measured = RIGHT
-    assert measured == page_says_for_this_torch(), r
+    assert measured == page_statement(PAGE, (WRONG, RIGHT)), r
 
 
 @needs_range
@@ -145,7 +133,7 @@ def test_checkpoint_region_grad_passes_with_fix_inductor(tmp_path: Path, budget:
     assert r["state"] == "applied", r
     assert_right_mask(r, tolerance=1e-5)  # inductor's vectorized cos differs by an ulp
     # the untagged seed node is saved where the page says the release recomputes it, else nothing changes
-    assert (r["report"]["acted"] >= 1) == (page_says_for_this_torch() == WRONG), r["report"]
+    assert (r["report"]["acted"] >= 1) == (page_statement(PAGE, (WRONG, RIGHT)) == WRONG), r["report"]
 
 
 @needs_range

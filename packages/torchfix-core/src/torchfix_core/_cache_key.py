@@ -45,7 +45,8 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from torchfix_core._states import PATCH_LOCK
-from torchfix_core.patching import PatchRefused, PatchSet, check_signature, read_raw
+from torchfix_core.patching import PatchRefused, PatchSet
+from torchfix_core.probes import imported_module
 from torchfix_core.spec import KEYED_CACHE_MODULE
 
 if TYPE_CHECKING:
@@ -81,13 +82,7 @@ _patches = PatchSet(KEY_PATCH_ID)
 
 
 def _details_class() -> type:
-    module = sys.modules.get(KEYED_CACHE_MODULE)
-    if module is None:
-        raise PatchRefused(
-            f"{KEYED_CACHE_MODULE} is not imported: the compile caches cannot be keyed yet (a compiled-effect "
-            "fix lists it among its triggers)"
-        )
-    details = vars(module).get(DETAILS)
+    details = vars(imported_module(KEYED_CACHE_MODULE)).get(DETAILS)
     if not isinstance(details, type):
         raise PatchRefused(f"{KEYED_CACHE_MODULE}.{DETAILS} is {details!r}, expected a class: unknown cache layout")
     autograd = sys.modules.get(AUTOGRAD_CACHE_MODULE)
@@ -125,11 +120,8 @@ def add_term(fix_id: str, version: str | None, impl: Fix) -> None:
     patched) when the cache module is not imported or its layout is unknown."""
     global _terms
     with PATCH_LOCK:
-        if not len(_patches):
-            details = _details_class()
-            raw = read_raw(details, "__init__")
-            check_signature(raw, DETAILS_PARAMETERS, f"{KEYED_CACHE_MODULE}.{DETAILS}.__init__")
-            _patches.wrap(details, "__init__", _keyed, signature=DETAILS_PARAMETERS)
+        if not len(_patches):  # the first term: the layout checks, then the one wrapper
+            _patches.wrap(_details_class(), "__init__", _keyed, signature=DETAILS_PARAMETERS)
         _terms = {**_terms, fix_id: (version or "unknown", impl)}
 
 

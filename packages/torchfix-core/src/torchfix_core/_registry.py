@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Iterable
 from torchfix_core import _activation, _env, _import_hooks
 from torchfix_core._activation import PATCH_LOCK
 from torchfix_core._discovery import Discovered, discover, family
-from torchfix_core._states import FixState
+from torchfix_core._states import Effect, FixState
 
 if TYPE_CHECKING:
     from torchfix_core._states import ActivationSource
@@ -203,8 +203,6 @@ def _apply_now(entry: _Entry, strict: bool | None = None) -> None:
 def _keys_compile_caches(entry: _Entry) -> bool:
     """Whether the fix changes what torch compiles (``Effect.COMPILED``): the registry keys the FX
     graph and AOTAutograd caches on it while it is applied (:mod:`torchfix_core._cache_key`)."""
-    from torchfix_core._states import Effect
-
     return entry.spec.effect is Effect.COMPILED
 
 

@@ -27,8 +27,11 @@ signatures, :func:`applied_report` checks a green run's report row, and :func:`r
 Warm-cache tests (:mod:`torchfix_core.testing._warm_cache`), which every fix of effect ``compiled``
 has: :func:`warm_cache_runs` runs a scenario in the orders of :data:`WARM_CACHE_ORDERS` (fix off
 then on, on then off, off then on without its key term) with one cache directory per order;
-:func:`compile_cache_counters` (in the scenario script) and :func:`cache_hits` read the caches'
-counters; :func:`drop_cache_key_term` is the red half's switch.
+:func:`compile_cache_counters` (in the scenario script), :func:`cache_hits` and :func:`cold` read
+the caches' counters; :func:`drop_cache_key_term` is the red half's switch.
+
+:func:`page_statement` (:mod:`torchfix_core.testing._pages`): what a fix's page states, in a
+per-release table, for the installed torch; a test measures the behaviour and compares.
 
 The test hooks (:mod:`torchfix_core.testing._introspect`) read the core's state without private
 names: :func:`fix_spec`, :func:`import_triggers`, :func:`live_patches`, :func:`cache_key_terms`,
@@ -66,6 +69,7 @@ from torchfix_core.testing._introspect import (
     override_targets,
     waiting_hooks,
 )
+from torchfix_core.testing._pages import page_statement
 from torchfix_core.testing._scenario import (
     DemoCheck,
     ScenarioFailed,
@@ -83,6 +87,7 @@ from torchfix_core.testing._warm_cache import (
     WARM_CACHE_ORDERS,
     CacheStep,
     cache_hits,
+    cold,
     compile_cache_counters,
     drop_cache_key_term,
     warm_cache_runs,
@@ -93,6 +98,7 @@ __all__ = [
     "WARM_CACHE_ORDERS",
     "CacheStep",
     "cache_hits",
+    "cold",
     "compile_cache_counters",
     "drop_cache_key_term",
     "warm_cache_runs",
@@ -119,6 +125,7 @@ __all__ = [
     "live_patches",
     "only_fix",
     "outside_validated_range",
+    "page_statement",
     "override_targets",
     "print_gpu_fix_demo",
     "print_recorded_gpu_run",

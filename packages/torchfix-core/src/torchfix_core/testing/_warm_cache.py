@@ -28,6 +28,7 @@ __all__ = [
     "WARM_CACHE_ORDERS",
     "CacheStep",
     "cache_hits",
+    "cold",
     "compile_cache_counters",
     "drop_cache_key_term",
     "warm_cache_runs",
@@ -86,6 +87,12 @@ def cache_hits(result: dict[str, Any]) -> int:
     """FX graph plus AOTAutograd cache hits of one step's result (its ``"cache"`` counters)."""
     counters = result["cache"]
     return int(counters["fxgraph_hit"] + counters["aot_hit"])
+
+
+def cold(result: dict[str, Any]) -> bool:
+    """The step compiled afresh: no FX graph or AOTAutograd cache hit, at least one miss."""
+    counters = result["cache"]
+    return cache_hits(result) == 0 and counters["fxgraph_miss"] + counters["aot_miss"] >= 1
 
 
 def drop_cache_key_term(fix_id: str) -> None:
