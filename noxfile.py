@@ -637,12 +637,35 @@ def clients(session: nox.Session) -> None:
 def clients_torch(session: nox.Session, torch: str) -> None:
     """The transformers job (tests/clients/test_transformers.py) against another torch release (the
     registry's builds, through uv): red without torchfix / green with it where fsdp-recompute-cast
-    applies (2.8-2.12), bit-identical on and off where it is not needed. torchtitan 0.3.0's job is
-    validated on the default torch only (its glue is for 2.13). About 4-6 minutes of tests each."""
+    applies (2.8-2.12), bit-identical on and off where it is not needed; and the explain corpus test
+    (tests/clients/test_explain_corpus.py: the red runs in three forms are explained as the fix, where
+    it applies). torchtitan 0.3.0's job is validated on the default torch only (its glue is for
+    2.13). About 4-6 minutes of tests each, plus 5 for the corpus where the bug exists."""
     session.install(f"torch=={torch}", *TEST_TOOLS, TRANSFORMERS)
     install_torchfix(session, fixtures=False)
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    session.run("python", "-m", "pytest", "-q", "-s", "-rs", *session.posargs, str(TRANSFORMERS_TEST), env=env)
+    tests = [str(TRANSFORMERS_TEST), str(ROOT / "tests" / "clients" / "test_explain_corpus.py")]
+    session.run("python", "-m", "pytest", "-q", "-s", "-rs", *session.posargs, *tests, env=env)
+
+
+CORPUS_TEST = ROOT / "tests" / "clients" / "test_explain_corpus.py"
+CORPUS_DIR = ROOT / "tests" / "corpus"
+# (torch, transformers) of the recorded corpus: releases with the bug, both transformers lines that
+# checkpoint the layer's __call__ (4.x and 5.x <= 5.22)
+CORPUS_RUNS = [("2.12.0", "5.22.2"), ("2.12.0", "4.57.6"), ("2.8.0", "5.22.2")]
+
+
+@nox.session(python="3.11", venv_backend="uv|virtualenv")
+@nox.parametrize(("torch", "transformers"), [nox.param(t, tf, id=f"{t}-tf{tf}") for t, tf in CORPUS_RUNS])
+def clients_corpus(session: nox.Session, torch: str, transformers: str) -> None:
+    """Record the explain corpus of fsdp-recompute-cast from real transformers jobs: red runs of
+    Llama / Qwen3 (SDPA, eager, compiled layers) in three forms (one process, torchrun, error.json),
+    each checked against explain, written with neutral paths into tests/corpus/fsdp-recompute-cast/
+    (tests/test_explain_corpus.py replays it in CI). About 5 minutes per release on a 2-core machine."""
+    session.install(f"torch=={torch}", *TEST_TOOLS, f"transformers=={transformers}")
+    install_torchfix(session, fixtures=False)
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "TORCHFIX_CORPUS_DIR": str(CORPUS_DIR)}
+    session.run("python", "-m", "pytest", "-q", "-rs", *session.posargs, str(CORPUS_TEST), env=env)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 A child interpreter produces real errors on the CPU torch of this environment (with every fix of
 the family installed and active, as a user has them): an out-of-memory allocation, dtype and shape
-mismatches in plain and nn code, a missing grad, a second backward, an in-place modification, a
+mismatches in plain and nn code (2-D and 3-D linear, SDPA; in a checkpoint's forward; in the recompute
+of a hook-free function, which fsdp-recompute-cast's context tells from its bug), a missing grad, a second backward, an in-place modification, a
 nondeterministic eager checkpoint, a fullgraph graph break, a recompile-limit hit, a gloo
 rendezvous timeout. Each one's printed traceback is matched (the text path of ``torchfix-doctor
 explain``) and so is the live exception (the uncaught-exception note's path), against every known
@@ -64,6 +65,33 @@ CORPUS = textwrap.dedent(
     def _():
         layer = nn.Linear(3, 4)
         checkpoint(layer, torch.randn(2, 3, dtype=torch.bfloat16, requires_grad=True), use_reentrant=False)
+
+    @case("sdpa-dtype")
+    def _():
+        q = torch.randn(1, 2, 4, 8)
+        torch.nn.functional.scaled_dot_product_attention(q, q, q.bfloat16())
+
+    @case("linear-3d-dtype")
+    def _():
+        nn.functional.linear(torch.randn(2, 3, 4), torch.randn(5, 4, dtype=torch.bfloat16))
+
+    @case("linear-3d-dtype-in-hooked-module-forward")
+    def _():
+        layer = nn.Linear(4, 5).bfloat16()
+        layer.register_forward_pre_hook(lambda module, args: None)
+        checkpoint(layer, torch.randn(2, 3, 4, requires_grad=True), use_reentrant=False)
+
+    @case("dtype-in-plain-recompute")
+    def _():
+        # a hook-free function whose recompute differs from its forward (a global it reads changed):
+        # the dtype mismatch is raised in a recompute, but no module with hooks (FSDP's) is called
+        state = {"dtype": torch.bfloat16}
+        w = torch.randn(5, 4, dtype=torch.bfloat16, requires_grad=True)
+        def body(x):
+            return nn.functional.linear(x.to(state["dtype"]), w)
+        y = checkpoint(body, torch.randn(2, 3, 4, requires_grad=True), use_reentrant=False)
+        state["dtype"] = torch.float32
+        y.sum().backward()
 
     @case("shape")
     def _():

@@ -4,6 +4,8 @@
     python tests/clients/hf_job.py --spawn 2 --steps 4 --embedding shared   (stock placement)
     python tests/clients/hf_job.py --spawn 2 --steps 4 --compile            (per-layer torch.compile)
     python tests/clients/hf_job.py --spawn 2 --steps 4 --no-checkpointing   (the reference losses)
+    python tests/clients/hf_job.py --spawn 2 --model qwen3 --attn eager --embedding root --root-policy none
+    torchrun --nproc-per-node 2 tests/clients/hf_job.py --raise            (torchrun's own output, error.json)
 
 torchfix is whatever the environment makes it: installed = active at ``import torch``;
 ``TORCHFIX_DISABLE=all`` = off. Rank 0 prints one JSON line (the last line of stdout): per-step
@@ -11,13 +13,15 @@ losses and gradient norms (also as ``float.hex``, to compare runs bit for bit), 
 memory per step, the torchfix states, transformers' version and where its checkpoint sits, and the
 error of the first failed step, if any.
 
-The model is transformers' own ``LlamaForCausalLM`` (or ``Qwen2ForCausalLM``, ``--model qwen2``),
-random-initialised from a small config (``--layers`` decoder layers, hidden 64, 4 heads, 2 KV heads,
-vocab 256; SDPA attention; no weights are downloaded), ``model.gradient_checkpointing_enable(
-gradient_checkpointing_kwargs={"use_reentrant": False})``, then FSDP2: ``fully_shard`` on each
-decoder layer and then on the root, both with ``MixedPrecisionPolicy(param_dtype=torch.bfloat16,
-reduce_dtype=torch.float32)``; ``torch.optim.AdamW``; synthetic tokens (fixed seeds, one batch per
-rank and step); the loss is transformers' own (``labels=`` to the model).
+The model is transformers' own ``LlamaForCausalLM`` (or ``Qwen2ForCausalLM`` / ``Qwen3ForCausalLM``,
+``--model``), random-initialised from a small config (``--layers`` decoder layers, hidden 64, 4 heads,
+2 KV heads, vocab 256; ``--attn sdpa`` (default) or ``eager`` attention; no weights are downloaded),
+``model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})``, then
+FSDP2: ``fully_shard`` on each decoder layer and then on the root, with
+``MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)`` (``--output-fp32``
+adds ``output_dtype=torch.float32``, as accelerate's FSDP2 plugin lets a user set; ``--root-policy
+none`` shards the root without a policy); ``torch.optim.AdamW``; synthetic tokens (fixed seeds, one
+batch per rank and step); the loss is transformers' own (``labels=`` to the model).
 
 Where the fp32 comes from (``--embedding``):
 
@@ -33,6 +37,14 @@ Where the fp32 comes from (``--embedding``):
 * ``shared``: the embedding is in the root's bfloat16 unit (the brief's placement, nothing else
   sharded): every layer input is already bfloat16, so the recompute has nothing to cast and no torch
   release fails (recorded as the control).
+  With ``--root-policy none`` (the root keeps float32 parameters, as a user who shards the root
+  without a policy has it) the hidden states reach the first layer as float32 again: the bug.
+* with ``--output-fp32`` every layer hands the next one float32 outputs, whatever the placement.
+
+A failure is reported in the JSON (``error``, ``error_detail``, and the rank's ``error_traceback`` as
+Python prints it); ``--raise`` lets it propagate instead (uncaught: the interpreter's, ``torchrun``'s
+``[rankN]:`` and torchelastic's ``error.json`` forms, through ``torch.distributed.elastic``'s
+``record``), which is how the explain corpus (tests/clients/test_explain_corpus.py) gets its inputs.
 
 Determinism (the on/off comparison is bit for bit): one intra-op thread per rank (set before torch is
 imported, and ``torch.set_num_threads``), ``torch.use_deterministic_algorithms(True)``; the caller
@@ -54,10 +66,17 @@ from typing import Any
 from titan_job import _determinism, _gloo_sum_reduction, emit, spawn
 
 VOCAB = 256
+FIX = "fsdp-recompute-cast"
+#: --model: (config class, model class) of transformers
+MODELS = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+}
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from transformers import LlamaConfig, Qwen2Config
+    import transformers
 
     common = dict(
         vocab_size=VOCAB,
@@ -68,18 +87,20 @@ def _config(args: argparse.Namespace) -> Any:
         num_key_value_heads=2,
         max_position_embeddings=256,
         tie_word_embeddings=False,
-        attn_implementation="sdpa",
+        attn_implementation=args.attn,
         use_cache=False,
     )
-    return (Qwen2Config if args.model == "qwen2" else LlamaConfig)(**common)
+    if args.model == "qwen3":
+        common["head_dim"] = 16
+    return getattr(transformers, MODELS[args.model][0])(**common)
 
 
 def _model(args: argparse.Namespace) -> Any:
     import torch
-    from transformers import LlamaForCausalLM, Qwen2ForCausalLM
+    import transformers
 
     torch.manual_seed(0)
-    model = (Qwen2ForCausalLM if args.model == "qwen2" else LlamaForCausalLM)(_config(args))
+    model = getattr(transformers, MODELS[args.model][1])(_config(args))
     if args.checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
@@ -101,7 +122,8 @@ def _shard(model: Any, args: argparse.Namespace) -> None:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    output = torch.float32 if args.output_fp32 else None
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32, output_dtype=output)
     if args.embedding == "fp32":
         fp32 = MixedPrecisionPolicy(param_dtype=None, reduce_dtype=torch.float32)
         fully_shard(model.model.embed_tokens, mesh=mesh, mp_policy=fp32)
@@ -109,7 +131,10 @@ def _shard(model: Any, args: argparse.Namespace) -> None:
         if args.compile:
             layer.compile(backend=args.backend)
         fully_shard(layer, mesh=mesh, mp_policy=mp)
-    fully_shard(model, mesh=mesh, mp_policy=mp)
+    if args.root_policy == "none":
+        fully_shard(model, mesh=mesh)
+    else:
+        fully_shard(model, mesh=mesh, mp_policy=mp)
     _gloo_sum_reduction(model)
 
 
@@ -124,7 +149,19 @@ def _first_line(exc: BaseException) -> str:
     return lines[0][:300] if lines else ""
 
 
+def _counts() -> dict[str, int]:
+    """The fix's tallies in this process (what ``torchfix_core.report()`` shows), {} without it."""
+    try:
+        from torchfix_core.tallies import tallies
+    except ImportError:
+        return {}
+    found = tallies().get(FIX)
+    return dict(found.counts) if found is not None else {}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    import traceback
+
     import torch
     import torch.distributed as dist
     import transformers
@@ -138,7 +175,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     norms: list[float] = []
     times: list[float] = []
     rss: list[float] = []
-    error = error_detail = None
+    error = error_detail = error_traceback = None
     for step in range(args.steps):
         tokens = torch.randint(0, VOCAB, (args.batch, args.seq + 1), generator=gen)
         t0 = time.perf_counter()
@@ -151,7 +188,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             total = out.loss.detach().float().clone()
             dist.all_reduce(total)
         except Exception as exc:  # noqa: BLE001 - reported, not hidden: the caller asserts on it
+            if args.raise_errors:
+                raise
             error = f"step {step}: {type(exc).__name__}: {_first_line(exc)}"
+            error_traceback = traceback.format_exc()
             error_detail = str(exc)[:2000]
             break
         times.append(time.perf_counter() - t0)
@@ -169,6 +209,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "model": args.model,
         "layers": args.layers,
         "embedding": args.embedding,
+        "attn": args.attn,
+        "root_policy": args.root_policy,
+        "output_fp32": args.output_fp32,
         "checkpointing": args.checkpointing,
         "compile": args.backend if args.compile else None,
         "transformers": transformers.__version__,
@@ -182,17 +225,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "peak_rss_mib_per_rank": [max(p) if p else None for p in peaks],
         "error": error,
         "error_detail": error_detail,
+        "error_traceback": error_traceback,
+        "counts": _counts(),
     }
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=["llama", "qwen2"], default="llama")
+    parser.add_argument("--model", choices=sorted(MODELS), default="llama")
+    parser.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--seq", type=int, default=32)
     parser.add_argument("--embedding", choices=["fp32", "shared"], default="fp32")
+    parser.add_argument("--root-policy", choices=["mp", "none"], default="mp", help="the root's MixedPrecisionPolicy")
+    parser.add_argument("--output-fp32", action="store_true", help="output_dtype=float32 in the policy")
+    parser.add_argument("--raise", dest="raise_errors", action="store_true", help="let a failed step's error propagate")
     parser.add_argument("--compile", action="store_true", help="torch.compile each decoder layer")
     parser.add_argument(
         "--no-checkpointing",
@@ -211,6 +260,13 @@ def main(argv: list[str]) -> int:
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)  # before torch
     if args.spawn:
         return spawn(args, argv, script=__file__)
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    # record: under torchrun an uncaught error (--raise) is also written to torchelastic's error file
+    return int(record(_run_rank)(args))
+
+
+def _run_rank(args: argparse.Namespace) -> int:
     import torch.distributed as dist
 
     settings = _determinism(args)

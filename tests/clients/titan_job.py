@@ -241,7 +241,9 @@ def run_eager_ckpt(args: argparse.Namespace) -> dict[str, Any]:
     from torchtitan.distributed.activation_checkpoint import SelectiveAC
 
     device = torch.device(args.device)
-    torch._dynamo.config.recompile_limit = 64  # this (training) thread only on torch >= 2.12
+    # this (training) thread only on torch >= 2.12; a limit below 8 (--recompile-limit) makes the
+    # *forward* hit it first: the same error outside a recompute (the corpus's control)
+    torch._dynamo.config.recompile_limit = args.recompile_limit
     spec, model = _model(device, attention=args.attention)
     phase = _Phase()
     for block in model.layers.values():
@@ -293,6 +295,8 @@ def run_eager_ckpt(args: argparse.Namespace) -> dict[str, Any]:
             optimizer.step()
             optimizer.zero_grad()
         except Exception as exc:  # noqa: BLE001 - reported: the caller asserts on it
+            if args.raise_errors:  # uncaught: the form a user's log has (tests/clients/test_explain_corpus.py)
+                raise
             error = f"step {step}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             break
         losses.append(float(loss))
@@ -347,10 +351,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ac", choices=["selective", "full"], default="selective")
     parser.add_argument("--attention", choices=["sdpa"], default="sdpa", help="FlexAttention needs masks and CUDA")
     parser.add_argument("--no-compile", dest="compile", action="store_false")
+    parser.add_argument(
+        "--recompile-limit", type=int, default=64, help="eager-ckpt ordering: the training thread's recompile_limit"
+    )
     parser.add_argument("--backend", default="aot_eager", help="eager-ckpt ordering's compile backend")
     parser.add_argument("--spawn", type=int, default=0, help="start this many gloo ranks (CPU)")
     parser.add_argument("--timeout", type=float, default=1500)
     parser.add_argument("--scratch", default=tempfile.gettempdir())
+    parser.add_argument("--raise", dest="raise_errors", action="store_true", help="let a failed step's error propagate")
     parser.add_argument(
         "--threads", type=int, default=None, help="intra-op threads per rank (default: 1 on cpu, torch's on cuda)"
     )
@@ -370,6 +378,13 @@ def main(argv: list[str]) -> int:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's deterministic workspace
     if args.spawn:
         return spawn(args, argv)
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    # record: under torchrun an uncaught error (--raise) is also written to torchelastic's error file
+    return int(record(_run)(args))
+
+
+def _run(args: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
 

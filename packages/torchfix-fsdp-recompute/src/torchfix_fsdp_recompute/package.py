@@ -11,6 +11,30 @@ from torchfix_core.spec import Effect, FixSpec, Signature
 #: composable checkpoint alike, 2.8-2.15): the unpack hook runs the frame's recompute_fn
 RECOMPUTE_FRAMES = r'checkpoint\.py", line \d+, in unpack_hook[\s\S]*checkpoint\.py", line \d+, in recompute_fn'
 
+#: ... and under the recompute, a module called through ``nn.Module``'s hooked path (``_call_impl`` runs
+#: ``inner`` only for a module with forward hooks: FSDP2's pre/post-forward hooks are). FSDP's own
+#: frames have returned before the op fails, so they are never in the traceback; a dtype mismatch
+#: in the recompute of a hook-free module or function is not this bug and is not claimed
+RECOMPUTE_OF_HOOKED_MODULE = RECOMPUTE_FRAMES + r'[\s\S]*module\.py", line \d+, in inner\n'
+
+#: where the uncast float32 activation meets the bfloat16 parameters first, as the real red runs
+#: printed it (tests/corpus/fsdp-recompute-cast/): a 2-D matmul (nn.Linear on 2-D input), F.linear
+#: on 3-D activations (CPU's wording, and CUDA's as libtorch_cuda spells it), SDPA's input check
+#: (q and k float32 after rotary embeddings with float32 cos/sin, v bfloat16)
+MIXED_DTYPE_MESSAGES = (
+    r"mat1 and mat2 must have the same dtype, but got Float and BFloat16",
+    r"expected (?:m1 and m2|mat1 and mat2) to have the same dtype, but got: float != c10::BFloat16",
+    r"Expected query, key, and value to have the same dtype, but got query\.dtype: (?:float|c10::BFloat16) "
+    r"key\.dtype: (?:float|c10::BFloat16) and value\.dtype: (?:float|c10::BFloat16) instead",
+)
+
+WHEN_CAST = (
+    "the failing op is in the backward's activation-checkpoint recompute of an FSDP2 (fully_shard) module "
+    "with MixedPrecisionPolicy(param_dtype=bfloat16) whose call is wrapped in a non-reentrant checkpoint "
+    "(e.g. Hugging Face gradient_checkpointing_enable, transformers <= 5.22.2), and a float32 tensor reaches "
+    "that module (a float32 embedding or root, output_dtype=float32 on the unit before it, fp32 rotary cos/sin)"
+)
+
 CAST_FIX = FixSpec(
     id="fsdp-recompute-cast",
     summary=(
@@ -31,20 +55,26 @@ CAST_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/issues/159359",
         "https://github.com/pytorch/pytorch/pull/182580",
     ),
-    # seen in the red runs of tests/_scenarios.py ``cast`` on 2.9.1, 2.10.0, 2.12.0 (fp32 input, bf16
-    # param_dtype): the input is Float, the weight BFloat16; the message alone is an ordinary
-    # dtype mismatch, hence ``when`` and the context: raised inside a checkpoint's recompute (the
-    # forward ran the same code without error)
+    # seen in the red runs of tests/_scenarios.py ``cast`` (2-D matmul) on 2.9.1, 2.10.0, 2.12.0, and of
+    # tests/clients/hf_job.py (transformers 4.57.6 and 5.22.2: Llama and Qwen3 with SDPA and eager
+    # attention; the layers compiled before fully_shard: Dynamo's TorchRuntimeError around the same
+    # message) on 2.8.0, 2.10.0, 2.12.0. Each message alone is an ordinary dtype mismatch, hence the
+    # context: raised inside a checkpoint's recompute of a module with forward hooks (the forward ran
+    # the same code without error); the same messages from a forward or a plain recompute stay unclaimed
     signatures=(
+        *(
+            Signature(exception="RuntimeError", message=message, context=RECOMPUTE_OF_HOOKED_MODULE, when=WHEN_CAST)
+            for message in MIXED_DTYPE_MESSAGES
+        ),
         Signature(
-            exception="RuntimeError",
-            message=r"mat1 and mat2 must have the same dtype, but got Float and BFloat16",
-            context=RECOMPUTE_FRAMES,
-            when=(
-                "the failing matmul is in the backward's activation-checkpoint recompute of an FSDP2 "
-                "(fully_shard) module with MixedPrecisionPolicy(param_dtype=bfloat16) whose call is wrapped "
-                "in a non-reentrant checkpoint (e.g. Hugging Face gradient_checkpointing_enable), with fp32 inputs"
+            exception="TorchRuntimeError",
+            message=(
+                r"Dynamo failed to run FX node with fake tensors: [\s\S]*got RuntimeError\('(?:"
+                + "|".join(MIXED_DTYPE_MESSAGES)
+                + ")"
             ),
+            context=RECOMPUTE_OF_HOOKED_MODULE,
+            when=WHEN_CAST + "; the module is torch.compile'd (Dynamo traces the recompute with fake tensors)",
         ),
     ),
 )

@@ -9,6 +9,13 @@ _RECOMPUTE_OFF_THREAD = (
     "another thread (a CUDA backward runs it on the autograd engine's device thread), where it reads the "
     "defaults, recompiles or falls back to eager, and replays ops the forward did not record"
 )
+#: When a recompile-limit failure in the recompute means sac-replay's bug.
+_RECOMPILE_LIMIT_IN_RECOMPUTE = (
+    "a checkpoint's recompute recompiles a torch.compile'd block (fullgraph=True, or "
+    "fail_on_recompile_limit_hit) after a guard miss, the training thread raised "
+    "torch._dynamo.config.recompile_limit above the default, and the recompute runs on another thread "
+    "(a CUDA backward's device thread, a backward called from a worker thread), which reads the default (8)"
+)
 #: When sac-storage-key's messages mean its bug.
 _REGION_SKIPPED = (
     "selective activation checkpointing saves inductor_compiled_code regions "
@@ -57,6 +64,17 @@ FIX = FixSpec(
             message=r"aten\.\S+ encountered during backward but not found in storage\. This can happen",
             releases="torch >=2.13",
             when=_RECOMPUTE_OFF_THREAD,
+        ),
+        # From the red run of a real client (tests/clients/test_explain_corpus.py: torchtitan 0.3.0's
+        # SelectiveAC around per-block fullgraph compiles, prime-rl's ordering, torch 2.13.0): the
+        # recompute recompiles under the default recompile_limit (8) and fullgraph=True turns the hit
+        # into this error. The same error outside a recompute (a forward's own recompiles) is not claimed.
+        Signature(
+            exception="FailOnRecompileLimitHit",
+            message=r"^Hard failure due to (?:fullgraph=True|fail_on_recompile_limit_hit)",
+            releases="torch >=2.12",
+            when=_RECOMPILE_LIMIT_IN_RECOMPUTE,
+            context=_IN_RECOMPUTE,
         ),
     ),
 )

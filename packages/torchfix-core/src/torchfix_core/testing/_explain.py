@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 __all__ = ["assert_explained", "assert_explained_both_ways", "explain_json", "failure_text", "report_of"]
 
@@ -42,22 +42,30 @@ def failure_text(result: Mapping[str, Any]) -> str:
 
 
 def explain_json(
-    text: str, *, env: Mapping[str, str] | None = None, isolated: bool = False, timeout: float = 300
+    text: str = "",
+    *,
+    files: Sequence[str | Path] = (),
+    env: Mapping[str, str] | None = None,
+    isolated: bool = False,
+    timeout: float = 300,
 ) -> dict[str, Any]:
     """``torchfix-doctor explain --json -`` on ``text`` in a fresh interpreter; its JSON report
-    plus ``"exit"`` (its exit status). ``isolated``: see the module docstring."""
+    plus ``"exit"`` (its exit status). ``files``: explain these files instead (absolute paths; each
+    match's ``seen`` rows name the file in ``where``), in one run. ``isolated``: see the module
+    docstring."""
     import torchfix_core
     from torchfix_core.testing._scenario import clean_environ
 
+    inputs = [str(Path(f).resolve()) for f in files] or ["-"]
     with tempfile.TemporaryDirectory(prefix="torchfix-explain-") as tmp:
         if isolated:
             shutil.copytree(Path(torchfix_core.__file__).parent, Path(tmp) / "torchfix_core")
             _copy_catalogs(Path(tmp))
             code = f"import sys; sys.path.insert(0, {tmp!r}); from torchfix_core._doctor import main; raise SystemExit(main(sys.argv[1:]))"
-            command = [sys.executable, "-I", "-S", "-c", code, "explain", "--json", "-"]
+            command = [sys.executable, "-I", "-S", "-c", code, "explain", "--json", *inputs]
             environ = {k: v for k, v in clean_environ(env).items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         else:
-            command = [sys.executable, "-m", "torchfix_core", "explain", "--json", "-"]
+            command = [sys.executable, "-m", "torchfix_core", "explain", "--json", *inputs]
             environ = clean_environ(env)
         proc = subprocess.run(
             command, input=text, env=environ, capture_output=True, text=True, timeout=timeout, cwd=tmp
