@@ -268,6 +268,32 @@ def test_every_fix_id_has_its_page_and_the_readme_links_it() -> None:
     assert unlinked == [], f"fix ids the README does not link: {unlinked}"
 
 
+WHO_IS_HIT = ("**Releases:**", "**Libraries:**", "**Conditions:**")
+
+
+def test_every_fix_page_says_who_is_hit() -> None:
+    """Every fix page has a ``## Who is hit`` section before ``## The fix`` (or its first section after
+    the bug) with the three bullets a user reads to know whether the bug is theirs: the releases, the
+    libraries measured (hit, not hit, not measured), and the conditions."""
+    from torchfix_core._doctor import DOCS_PAGE
+
+    problems = []
+    for fix_id in family.family_members():
+        page = (ROOT / DOCS_PAGE.format(id=fix_id)).read_text()
+        head, found, rest = page.partition("\n## Who is hit\n")
+        if not found:
+            problems.append(f"{fix_id}: no '## Who is hit' section")
+            continue
+        section = rest.split("\n## ", 1)[0]
+        bullets = [line for line in section.splitlines() if line.startswith("- ")]
+        labels = tuple(label for label in WHO_IS_HIT if any(b.startswith(f"- {label}") for b in bullets))
+        if labels != WHO_IS_HIT or len(bullets) != len(WHO_IS_HIT):
+            problems.append(f"{fix_id}: 'Who is hit' needs exactly the bullets {WHO_IS_HIT}, found {bullets!r:.200}")
+        if head.count("\n## ") > 2:
+            problems.append(f"{fix_id}: 'Who is hit' comes after the bug's description, before the fix")
+    assert problems == [], "\n".join(problems)
+
+
 def test_the_power_set_figures_name_the_family_as_it_is() -> None:
     """docs/design.md states the opt-in power set's size and cost for the family's present size (both
     places it names a count: the suite's description and the end of "Cost"); a new fix makes this

@@ -237,17 +237,19 @@ def test_same_messages_outside_the_bug_are_not_claimed(
 
 
 # -- recording (TORCHFIX_CORPUS_DIR) ------------------------------------------------------------------
+_SITE_DIR = "/venv/lib/python3/site-packages/"
 _SITE = re.compile(r"""(?:[A-Za-z]:)?[^\s"'(]*?[/\\](?:site|dist)-packages[/\\]""")
 
 
 def neutral(text: str) -> str:
     """``text`` with this machine's paths, host name and temporary folders replaced by neutral ones."""
-    text = _SITE.sub("/venv/lib/python3/site-packages/", text)
+    text = _SITE.sub(_SITE_DIR, text)  # torch and the clients; torchfix too where installed from wheels
     text = text.replace(sys.executable, "/venv/bin/python").replace(sys.prefix, "/venv")
+    text = re.sub(re.escape(str(HERE.parents[1] / "packages")) + r"[/\\][^/\\]+[/\\]src[/\\]", _SITE_DIR, text)
     text = text.replace(str(HERE), "/job")
     text = re.sub(r"/tmp/[^\s\"']*", "/tmp/run", text)
     host = socket.gethostname()
-    return text.replace(host, "node0") if host else text
+    return re.sub(rf"\b{re.escape(host)}\b", "node0", text) if host else text
 
 
 def _record(client: Client, name: str, forms: dict[str, str]) -> None:
