@@ -124,7 +124,6 @@ def test_import_torch_loads_no_spec_and_the_trigger_import_applies_the_fix(index
             "torchfix_core._discovery",
             "torchfix_core._env",
             "torchfix_core._import_hooks",
-            "torchfix_core._lock",
         ],
     }
     assert mark == "patched"

@@ -16,7 +16,7 @@ import torchfix_core
 PACKAGE = "torchfix_core"
 ROOT = Path(torchfix_core.__file__).parent
 #: modules that must import nothing from torchfix_core: every layer may use them
-LEAVES = ("torchfix_core._lock", "torchfix_core._states")
+LEAVES = ("torchfix_core._import_hooks", "torchfix_core._states")
 
 
 def _modules() -> dict[str, Path]:

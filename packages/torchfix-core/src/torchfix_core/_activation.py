@@ -18,14 +18,14 @@ when every installed fix publishes its first trigger module in the trigger index
 modules is imported yet and no ``TORCHFIX_*`` variable needs judging, activation scans the entry
 points, registers one post-import hook on those modules, hands the scan to
 :mod:`torchfix_core._discovery` (:func:`torchfix_core._discovery.defer`) and returns, importing only
-``_lock``, ``_env``, ``_discovery`` and ``_import_hooks``; the registry (and the state types) are
+``_env``, ``_discovery`` and ``_import_hooks``; the registry (and the state types) are
 imported when the hook fires or a caller asks for the fixes (the registry then takes the scan
 back: :func:`torchfix_core._discovery.take_deferral`).
 
 Layering (``tests/test_layers.py``): this module is above the registry. It reaches the registry
 through one entry point, :func:`torchfix_core._registry.activate` (:func:`_schedule`), and the
-registry never imports it; :data:`PATCH_LOCK` comes from the leaf :mod:`torchfix_core._lock`
-(re-exported here).
+registry never imports it; :data:`PATCH_LOCK` comes from the leaf :mod:`torchfix_core._import_hooks`,
+imported when activation runs (a ``TORCHFIX_AUTOLOAD=0`` run does not load it).
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ from __future__ import annotations
 import logging
 import sys
 from typing import TYPE_CHECKING, Any
-
-from torchfix_core._lock import PATCH_LOCK
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -46,7 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("torchfix")
 
 __all__ = [
-    "PATCH_LOCK",
     "ActivationSource",
     "activate_safely",
     "current",
@@ -239,6 +236,8 @@ def activate_safely(source: ActivationSource | str) -> None:
     exit hooks and schedule every fix through the registry, all under ``PATCH_LOCK``); a no-op once
     activated. Logs and records instead of raising (strict mode re-raises
     ``TorchfixError``)."""
+    from torchfix_core._import_hooks import PATCH_LOCK
+
     try:
         with PATCH_LOCK:
             if activated() or _arm_deferral(str(source)):

@@ -9,7 +9,7 @@ with a reason naming the problem.
 It also keeps the scan of a **deferred activation** (:class:`Deferral`): activation scans the entry
 points at ``import torch`` and hands the scan over here (:func:`defer`) instead of loading the specs;
 the registry takes it back (:func:`take_deferral`) when it discovers the fixes. Both sides call these
-under :data:`~torchfix_core._lock.PATCH_LOCK`; keeping the scan here, below both, is what lets the
+under :data:`~torchfix_core._import_hooks.PATCH_LOCK`; keeping the scan here, below both, is what lets the
 registry finish a deferred activation without importing :mod:`torchfix_core._activation`.
 """
 

@@ -7,8 +7,8 @@ loaded). A deferred activation at ``import torch`` imports neither (creating the
 costs about 0.5 ms): it records the source's string value (docs/design.md, "Activation").
 
 A leaf: it imports nothing from torchfix_core (``tests/test_layers.py`` checks it), so every layer
-may use the states. :data:`~torchfix_core._lock.PATCH_LOCK` lives in the other leaf,
-:mod:`torchfix_core._lock`, which activation loads at ``import torch`` without these classes.
+may use the states. :data:`~torchfix_core._import_hooks.PATCH_LOCK` lives in the other leaf,
+:mod:`torchfix_core._import_hooks`, which activation loads at ``import torch`` without these classes.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import this module when it can defer loading the specs (docs/design.md, "Activat
 the fixes' trigger modules from entry-point metadata instead.
 
 The state types (:class:`FixState`, :class:`ActivationSource`, :data:`STATES`, :class:`Effect`) are
-defined in :mod:`torchfix_core._states` and :data:`PATCH_LOCK` in :mod:`torchfix_core._lock` (the two
+defined in :mod:`torchfix_core._states` and :data:`PATCH_LOCK` in :mod:`torchfix_core._import_hooks` (two
 leaves of the core); both are re-exported here.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Mapping
 
-from torchfix_core._lock import PATCH_LOCK
+from torchfix_core._import_hooks import PATCH_LOCK
 from torchfix_core._states import STATES, ActivationSource, Effect, FixState, StrEnum
 
 __all__ = [
