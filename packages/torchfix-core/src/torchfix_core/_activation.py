@@ -9,36 +9,41 @@ environment, load data-only fix specs, register post-import hooks. It never impo
 ``torch._dynamo``, ``torch._inductor`` or any other heavy module.
 
 This module owns the activation record: :func:`record` is the only writer, :func:`current` the
-reader (the registry, doctor and tests call them; nothing else stores it). Its source is an
+reader (doctor, :func:`torchfix_core.activation` and tests call it; nothing else stores it). Its source is an
 :class:`~torchfix_core._states.ActivationSource` (re-exported here, resolved on first use), kept
 as the member's string value so that the record costs no enum at ``import torch``.
 
 It also arms a **deferred activation** (:func:`activate_safely`, docs/design.md "Activation"):
 when every installed fix publishes its first trigger module in the trigger index, none of those
 modules is imported yet and no ``TORCHFIX_*`` variable needs judging, activation scans the entry
-points, registers one post-import hook on those modules and returns, importing only ``_env``,
-``_discovery`` and ``_import_hooks``; the registry (and the state types) are imported when the
-hook fires or a caller asks for the fixes (:func:`take_deferral`). :data:`PATCH_LOCK` is defined
-here, in the one module every activation loads.
+points, registers one post-import hook on those modules, hands the scan to
+:mod:`torchfix_core._discovery` (:func:`torchfix_core._discovery.defer`) and returns, importing only
+``_env``, ``_discovery`` and ``_import_hooks``; the registry (and the state types) are
+imported when the hook fires or a caller asks for the fixes (the registry then takes the scan
+back: :func:`torchfix_core._discovery.take_deferral`).
+
+Layering (``tests/test_layers.py``): this module is above the registry. It reaches the registry
+through one entry point, :func:`torchfix_core._registry.activate` (:func:`_schedule`), and the
+registry never imports it; :data:`PATCH_LOCK` comes from the leaf :mod:`torchfix_core._import_hooks`,
+imported when activation runs (a ``TORCHFIX_AUTOLOAD=0`` run does not load it).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from types import ModuleType
 
+    from torchfix_core._discovery import Deferral
     from torchfix_core._states import ActivationSource
     from torchfix_core._status import Activation
 
 log = logging.getLogger("torchfix")
 
 __all__ = [
-    "PATCH_LOCK",
     "ActivationSource",
     "activate_safely",
     "current",
@@ -46,13 +51,8 @@ __all__ = [
     "install_exit_hooks",
     "record",
     "source",
-    "take_deferral",
     "torch_backends_entry",
 ]
-
-#: Held while any torchfix patch or revert runs, and by the registry around state changes
-#: (re-entrant). Public as :data:`torchfix_core.patching.PATCH_LOCK`.
-PATCH_LOCK = threading.RLock()
 
 #: the sentence shown for each source that activates (keys: ``ActivationSource`` values)
 DETAILS = {
@@ -104,43 +104,17 @@ def current() -> Activation:
     return Activation(source(), _detail)
 
 
-class Deferral:
-    """An armed deferred activation: the fixes' entry points as scanned (``scanned``) and the trigger
-    index (fix id -> first trigger module); its post-import callback is :func:`_wake`."""
-
-    __slots__ = ("scanned", "index")
-
-    def __init__(self, scanned: list[object], index: dict[str, str]) -> None:
-        self.scanned = scanned
-        self.index = index
-
-
-_deferral: Deferral | None = None
-
-
 def deferral() -> Deferral | None:
-    """The armed deferred activation, if any (read by the registry and tests)."""
-    return _deferral
+    """The armed deferred activation, if any (read by tests; kept by :mod:`torchfix_core._discovery`)."""
+    from torchfix_core import _discovery
 
-
-def take_deferral() -> Deferral | None:
-    """Disarm the deferred activation (its wake hook cancelled) and return it: the registry calls
-    this when it discovers the fixes, then schedules them as an immediate activation would."""
-    global _deferral
-    with PATCH_LOCK:
-        taken, _deferral = _deferral, None
-        if taken is not None:
-            from torchfix_core import _import_hooks
-
-            _import_hooks.cancel(_wake)
-        return taken
+    return _discovery.deferral()
 
 
 def _arm_deferral(source: str) -> bool:
     """Arm a deferred activation (module docstring); False when the specs must load now: a
     ``TORCHFIX_*`` variable needs judging, a fix publishes no first trigger, one of the trigger
     modules is imported already, or the registry has discovered the fixes already."""
-    global _deferral
     from torchfix_core import _discovery, _env, _import_hooks
 
     registry = sys.modules.get("torchfix_core._registry")
@@ -156,23 +130,34 @@ def _arm_deferral(source: str) -> bool:
     index = {str(ep.name): str(ep.value).strip() for ep in scanned[_discovery.TRIGGERS_GROUP]}  # type: ignore[attr-defined]
     record(source)
     install_exit_hooks()
-    _deferral = Deferral(fixes, index)
+    _discovery.defer(_discovery.Deferral(fixes, index, _wake))
     for name in wake:
         _import_hooks.when_imported(name, _wake, _on_wake_error)
     return True
 
 
-def _wake(_module: ModuleType) -> None:
-    """Post-import hook of a deferred activation: load the specs and schedule every fix."""
+def _schedule(source: ActivationSource | str) -> None:
+    """The activation path's one entry point into the registry: load the specs and schedule every
+    fix (:func:`torchfix_core._registry.activate`; it finishes an armed deferred activation)."""
     from torchfix_core import _registry
 
-    _registry.entries()
+    _registry.activate(source)
+
+
+def _strict_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is strict mode's ``TorchfixError``, which must propagate. It can only come from
+    the registry, so an unloaded registry means no (nothing is imported to ask)."""
+    registry = sys.modules.get("torchfix_core._registry")
+    return registry is not None and isinstance(exc, registry.TorchfixError)
+
+
+def _wake(_module: ModuleType) -> None:
+    """Post-import hook of a deferred activation: load the specs and schedule every fix."""
+    _schedule(_source)
 
 
 def _on_wake_error(exc: BaseException) -> None:
-    from torchfix_core._registry import TorchfixError
-
-    if isinstance(exc, TorchfixError):
+    if _strict_error(exc):
         raise exc
     record("failed", f"deferred activation raised {type(exc).__name__}: {exc}")
     log.warning("torchfix: activation failed: %s: %s", type(exc).__name__, exc)
@@ -247,19 +232,21 @@ def _register_report() -> None:
 
 
 def activate_safely(source: ActivationSource | str) -> None:
-    """Activate (deferred when it can be: :func:`_arm_deferral`, else through the registry); a
-    no-op once activated. Logs and records instead of raising (strict mode re-raises
+    """Activate (deferred when it can be: :func:`_arm_deferral`, else: record the source, install the
+    exit hooks and schedule every fix through the registry, all under ``PATCH_LOCK``); a no-op once
+    activated. Logs and records instead of raising (strict mode re-raises
     ``TorchfixError``)."""
+    from torchfix_core._import_hooks import PATCH_LOCK
+
     try:
         with PATCH_LOCK:
             if activated() or _arm_deferral(str(source)):
                 return
-        from torchfix_core import _registry
-
-        _registry.activate(source)
+            record(source)  # first: a re-entrant activation (a fix importing torch) is a no-op
+            install_exit_hooks()
+            _schedule(source)
     except Exception as exc:  # noqa: BLE001 - import torch must keep working
-        registry = sys.modules.get("torchfix_core._registry")  # strict mode's error comes from there only
-        if registry is not None and isinstance(exc, registry.TorchfixError):
+        if _strict_error(exc):
             raise
         record("failed", f"activation raised {type(exc).__name__}: {exc}")
         log.warning("torchfix: activation failed: %s: %s", type(exc).__name__, exc)

@@ -44,7 +44,7 @@ import functools
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
-from torchfix_core._states import PATCH_LOCK
+from torchfix_core._import_hooks import PATCH_LOCK
 from torchfix_core.patching import PatchRefused, PatchSet
 from torchfix_core.probes import imported_module
 from torchfix_core.spec import KEYED_CACHE_MODULE

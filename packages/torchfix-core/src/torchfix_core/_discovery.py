@@ -5,6 +5,12 @@ reported per fix, never skipped silently: an entry point that cannot be imported
 not load a :class:`FixSpec`, an id that differs from the entry-point name, an id registered twice,
 an ``after`` naming an unknown fix, and ``after`` cycles each mark the fixes involved ``failed``
 with a reason naming the problem.
+
+It also keeps the scan of a **deferred activation** (:class:`Deferral`): activation scans the entry
+points at ``import torch`` and hands the scan over here (:func:`defer`) instead of loading the specs;
+the registry takes it back (:func:`take_deferral`) when it discovers the fixes. Both sides call these
+under :data:`~torchfix_core._import_hooks.PATCH_LOCK`; keeping the scan here, below both, is what lets the
+registry finish a deferred activation without importing :mod:`torchfix_core._activation`.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import heapq
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 if TYPE_CHECKING:
     from torchfix_core.spec import FixSpec
@@ -33,6 +39,42 @@ FAMILY_GROUP = "torchfix.family"
 #: ``torchfix-doctor explain`` recognises the failure of a fix that is not installed (torchfix-all
 #: registers its generated catalog). Read only by explain, never at ``import torch``.
 CATALOG_GROUP = "torchfix.catalog"
+
+
+class Deferral:
+    """An armed deferred activation: the fixes' entry points as scanned (``scanned``), the trigger
+    index (fix id -> first trigger module) and ``wake``, the post-import callback registered on the
+    wake modules (whoever takes the deferral cancels it)."""
+
+    __slots__ = ("scanned", "index", "wake")
+
+    def __init__(self, scanned: list[object], index: dict[str, str], wake: Callable[[Any], None]) -> None:
+        self.scanned = scanned
+        self.index = index
+        self.wake = wake
+
+
+_deferral: Deferral | None = None
+
+
+def defer(deferral: Deferral) -> None:
+    """Keep the scan of a deferred activation until the registry takes it (activation calls this
+    under ``PATCH_LOCK`` once the wake hooks are registered)."""
+    global _deferral
+    _deferral = deferral
+
+
+def deferral() -> Deferral | None:
+    """The armed deferred activation, if any."""
+    return _deferral
+
+
+def take_deferral() -> Deferral | None:
+    """Disarm the deferred activation and return it (the caller cancels its ``wake`` hook): the
+    registry calls this under ``PATCH_LOCK`` when it discovers the fixes."""
+    global _deferral
+    taken, _deferral = _deferral, None
+    return taken
 
 
 class Discovered:

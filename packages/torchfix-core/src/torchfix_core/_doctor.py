@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "explain":
         from torchfix_core._explain_cli import main as explain_main
 
-        return explain_main(argv[1:])
+        return explain_main(argv[1:], collect)
     if argv and argv[0] == "report":
         from torchfix_core._report import main as report_main
 

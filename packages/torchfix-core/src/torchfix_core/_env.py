@@ -27,7 +27,17 @@ import os
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 if TYPE_CHECKING:
-    from torchfix_core.spec import EnvSwitch
+    from typing import Protocol
+
+    class EnvSwitch(Protocol):
+        """What the settings parser reads of a :class:`torchfix_core.EnvSwitch` (structural, so
+        that this module, which ``spec`` uses, does not depend on ``spec``)."""
+
+        @property
+        def name(self) -> str: ...
+        @property
+        def default(self) -> bool: ...
+
 
 PREFIX = "TORCHFIX_"
 _BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}

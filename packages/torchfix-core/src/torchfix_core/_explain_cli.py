@@ -18,19 +18,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import Any
+from typing import Any, Callable
 
 from torchfix_core import _explain
+
+#: doctor's report of this environment (:func:`torchfix_core._doctor.collect`), passed in by doctor,
+#: which dispatches the subcommand (so that this module does not import doctor back)
+Collect = Callable[..., dict[str, Any]]
 
 EXIT_MATCHED, EXIT_NO_MATCH, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def _rows(resolve: bool) -> tuple[dict[str, dict[str, Any]], bool]:
-    """fix id -> status row here, and whether torch is installed."""
-    from torchfix_core import _doctor, _registry
+def _rows(collect: Collect, resolve: bool) -> tuple[dict[str, dict[str, Any]], bool]:
+    """fix id -> status row here (from doctor's ``collect``), and whether torch is installed."""
+    from torchfix_core import _registry
 
-    report = _doctor.collect(resolve=resolve)
+    report = collect(resolve=resolve)
     rows = {row["id"]: row for row in report["fixes"]}
     torch_installed = bool(report["torch"]["installed"])
     if not torch_installed:
@@ -46,8 +49,9 @@ def _rows(resolve: bool) -> tuple[dict[str, dict[str, Any]], bool]:
     return rows, torch_installed
 
 
-def explain(sources: list[str], resolve: bool = True, stdin: Any = None) -> dict[str, Any]:
-    """The explain report of ``sources`` (file names, ``-`` for stdin) as a JSON-ready dict."""
+def explain(sources: list[str], collect: Collect, resolve: bool = True, stdin: Any = None) -> dict[str, Any]:
+    """The explain report of ``sources`` (file names, ``-`` for stdin) as a JSON-ready dict; the
+    states come from ``collect`` (doctor's report)."""
     entries = _explain.known_entries()
     names = _explain.names_of(entries)
     unreadable: dict[str, str] = {}
@@ -60,7 +64,7 @@ def explain(sources: list[str], resolve: bool = True, stdin: Any = None) -> dict
             continue
         failures += _explain.failures_in_text(text, names, "stdin" if name == "-" else name, rank)
     matches = _explain.match_failures(failures, entries)
-    rows, torch_installed = _rows(resolve) if matches else ({}, None)
+    rows, torch_installed = _rows(collect, resolve) if matches else ({}, None)
     found: list[dict[str, Any]] = []
     for entry_id in dict.fromkeys(m.entry.id for m in matches):
         mine = [m for m in matches if m.entry.id == entry_id]
@@ -127,7 +131,8 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip()
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], collect: Collect) -> int:
+    """``torchfix-doctor explain ARGV``; ``collect`` is doctor's report of this environment."""
     parser = argparse.ArgumentParser(prog="torchfix-doctor explain", description=__doc__.splitlines()[0])
     parser.add_argument(
         "inputs", nargs="*", default=["-"], help="log files, tracebacks or error.json files; - is stdin"
@@ -135,12 +140,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument("--no-resolve", action="store_true", help="do not import pending fixes' trigger modules")
     args = parser.parse_args(argv)
-    report = explain(list(args.inputs), resolve=not args.no_resolve)
+    report = explain(list(args.inputs), collect, resolve=not args.no_resolve)
     print(json.dumps(report, indent=2) if args.json else render(report))
     if report["unreadable"]:
         return EXIT_BAD_INPUT
     return EXIT_MATCHED if report["matches"] else EXIT_NO_MATCH
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

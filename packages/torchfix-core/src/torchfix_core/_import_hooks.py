@@ -15,6 +15,13 @@ import system (``spec._initializing = False``, set in ``importlib._bootstrap._lo
 
 Callbacks must not raise; if one does, the exception is passed to the ``on_error`` callback given
 at registration (the registry records it as a failed fix) and the import still succeeds.
+
+**The patch lock.** :data:`PATCH_LOCK`, held while any torchfix patch or revert runs and around the
+registry's state changes, is defined here: this module is a leaf that ``import torch`` loads anyway
+(activation arms its deferred callbacks through it), so the lock costs no module of its own there,
+and every layer (patching, spec, the registry, activation) imports it from here without importing
+the others. It is a lock of its own, distinct from the hooks' internal ``_lock``. Public as
+:data:`torchfix_core.patching.PATCH_LOCK` (and :data:`torchfix_core.spec.PATCH_LOCK`).
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ from typing import Any, Callable, Sequence
 Callback = Callable[[ModuleType], None]
 ErrorCallback = Callable[[BaseException], None]
 
+#: Held while any torchfix patch or revert runs, and by the registry and activation around state
+#: changes (re-entrant). See the module docstring for why it is defined here.
+PATCH_LOCK = threading.RLock()
 _lock = threading.RLock()
 _hooks: dict[str, list[tuple[Callback, ErrorCallback | None]]] = {}
 _resolving = threading.local()

@@ -8,6 +8,10 @@ along the way -> ``failed`` with the reason, the fix's partial patches rolled ba
 ``TORCHFIX_STRICT=1``) a :class:`TorchfixError`.
 
 Everything runs under :data:`torchfix_core.patching.PATCH_LOCK`.
+
+Layering (``tests/test_layers.py``): the registry never imports :mod:`torchfix_core._activation`.
+Activation reaches it through :func:`activate` alone, after recording its source; a deferred
+activation's scan is taken back from :mod:`torchfix_core._discovery` (:func:`entries`).
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Iterable
 
-from torchfix_core import _activation, _env, _import_hooks
-from torchfix_core._activation import PATCH_LOCK
+from torchfix_core import _discovery, _env, _import_hooks
 from torchfix_core._discovery import Discovered, discover, family
+from torchfix_core._import_hooks import PATCH_LOCK
 from torchfix_core._states import Effect, FixState
 
 if TYPE_CHECKING:
@@ -76,6 +80,7 @@ class _State:
         self.entries: dict[str, _Entry] | None = None
         self.settings: _env.Settings | None = None
         self.activating = False
+        self.activated = False  # activate() ran: calling it again is a no-op
         self.target_override: dict[str, dict[str, str]] = {}
 
 
@@ -96,7 +101,7 @@ def entries() -> dict[str, _Entry]:
     """Discover once per process (cheap: entry points and data-only specs). Finishes a deferred
     activation first (:func:`activate`): whoever asks for the fixes sees them scheduled."""
     with PATCH_LOCK:
-        armed = _activation.take_deferral()
+        armed = _take_deferral()
         if _state.entries is None:
             found = discover(armed.scanned if armed is not None else None)
             _state.entries = {d.id: _Entry(d) for d in found}
@@ -112,6 +117,14 @@ def entries() -> dict[str, _Entry]:
         if armed is not None:
             _finish_deferred(_state.entries, armed.index)
         return _state.entries
+
+
+def _take_deferral() -> _discovery.Deferral | None:
+    """Disarm a deferred activation (its wake hook cancelled) and return it, if one is armed."""
+    armed = _discovery.take_deferral()
+    if armed is not None:
+        _import_hooks.cancel(armed.wake)
+    return armed
 
 
 def settings() -> _env.Settings:
@@ -384,22 +397,24 @@ def status() -> list[FixStatus]:
 
 
 def activate(source: ActivationSource | str) -> None:
-    """Discover and schedule every fix now; never raises except in strict mode. Re-entry is a no-op.
+    """Discover and schedule every fix now; never raises except in strict mode. Re-entry and any
+    later call are no-ops. The activation path's one entry point into the registry
+    (:func:`torchfix_core._activation.activate_safely` records ``source`` and installs the exit hooks
+    first; a deferred activation's wake hook calls it too).
 
-    :func:`torchfix_core._activation.activate_safely` calls this when activation cannot be deferred
-    (its docstring says when it can: then nothing is loaded until the first trigger module is
-    imported or a caller asks for the fixes, and :func:`entries` finishes the deferred activation,
-    scheduling every fix exactly as an immediate activation would have done at that moment. Nothing
-    can happen to any fix before one of its trigger modules is imported, so the outcome is the same;
-    ``import torch`` is spared the spec loading: docs/performance.md).
+    Activation calls this when it cannot be deferred (its docstring says when it can: then nothing is
+    loaded until the first trigger module is imported or a caller asks for the fixes, and
+    :func:`entries` finishes the deferred activation, scheduling every fix exactly as an immediate
+    activation would have done at that moment. Nothing can happen to any fix before one of its
+    trigger modules is imported, so the outcome is the same; ``import torch`` is spared the spec
+    loading: docs/performance.md).
     """
     with PATCH_LOCK:
-        if _state.activating or _activation.activated():
+        if _state.activating or _state.activated:
             return
-        _state.activating = True
+        _state.activating = _state.activated = True
         try:
-            _activation.record(source)
-            _activation.install_exit_hooks()
+            log.debug("activating (%s)", source)
             _schedule_all(entries())
         finally:
             _state.activating = False

@@ -3,9 +3,12 @@
 their value, and :class:`Effect` (what a fix changes: run time, compiled code, cache keys). Public through :mod:`torchfix_core` and :mod:`torchfix_core.spec`; defined apart from
 the records of :mod:`torchfix_core.spec` because the registry needs them without building any
 record (the records, frozen slotted dataclasses, are created when the fixes' specs are first
-loaded). A deferred activation at ``import torch`` imports neither (creating the two enum classes
+loaded). A deferred activation at ``import torch`` imports neither (creating the enum classes
 costs about 0.5 ms): it records the source's string value (docs/design.md, "Activation").
-:data:`PATCH_LOCK` is re-exported from :mod:`torchfix_core._activation`.
+
+A leaf: it imports nothing from torchfix_core (``tests/test_layers.py`` checks it), so every layer
+may use the states. :data:`~torchfix_core._import_hooks.PATCH_LOCK` lives in the other leaf,
+:mod:`torchfix_core._import_hooks`, which activation loads at ``import torch`` without these classes.
 """
 
 from __future__ import annotations
@@ -13,9 +16,7 @@ from __future__ import annotations
 import enum
 import sys
 
-from torchfix_core._activation import PATCH_LOCK as PATCH_LOCK
-
-__all__ = ["PATCH_LOCK", "STATES", "ActivationSource", "Effect", "FixState", "StrEnum"]
+__all__ = ["STATES", "ActivationSource", "Effect", "FixState", "StrEnum"]
 
 
 if sys.version_info >= (3, 11):

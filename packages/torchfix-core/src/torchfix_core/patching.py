@@ -36,8 +36,8 @@ import types
 from typing import Any, Callable, Sequence
 
 #: Held while any torchfix patch or revert runs, and by the registry around state changes
-#: (defined in torchfix_core.spec, which activation loads anyway).
-from torchfix_core._states import PATCH_LOCK as PATCH_LOCK
+#: (defined in the leaf torchfix_core._import_hooks, which activation loads anyway).
+from torchfix_core._import_hooks import PATCH_LOCK as PATCH_LOCK
 
 _MARK = "__torchfix_fix__"
 

@@ -9,8 +9,9 @@ Both records are frozen slotted dataclasses. Creating a dataclass costs code gen
 import this module when it can defer loading the specs (docs/design.md, "Activation"): it reads
 the fixes' trigger modules from entry-point metadata instead.
 
-The state types (:class:`FixState`, :class:`ActivationSource`, :data:`STATES`, :class:`Effect`) and
-:data:`PATCH_LOCK` are defined in :mod:`torchfix_core._states` and re-exported here.
+The state types (:class:`FixState`, :class:`ActivationSource`, :data:`STATES`, :class:`Effect`) are
+defined in :mod:`torchfix_core._states` and :data:`PATCH_LOCK` in :mod:`torchfix_core._import_hooks` (two
+leaves of the core); both are re-exported here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Mapping
 
-from torchfix_core._states import PATCH_LOCK, STATES, ActivationSource, Effect, FixState, StrEnum
+from torchfix_core._import_hooks import PATCH_LOCK
+from torchfix_core._states import STATES, ActivationSource, Effect, FixState, StrEnum
 
 __all__ = [
     "PATCH_LOCK",
