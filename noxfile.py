@@ -658,10 +658,13 @@ CORPUS_RUNS = [("2.12.0", "5.22.2"), ("2.12.0", "4.57.6"), ("2.8.0", "5.22.2")]
 @nox.session(python="3.11", venv_backend="uv|virtualenv")
 @nox.parametrize(("torch", "transformers"), [nox.param(t, tf, id=f"{t}-tf{tf}") for t, tf in CORPUS_RUNS])
 def clients_corpus(session: nox.Session, torch: str, transformers: str) -> None:
-    """Record the explain corpus of fsdp-recompute-cast from real transformers jobs: red runs of
-    Llama / Qwen3 (SDPA, eager, compiled layers) in three forms (one process, torchrun, error.json),
-    each checked against explain, written with neutral paths into tests/corpus/fsdp-recompute-cast/
-    (tests/test_explain_corpus.py replays it in CI). About 5 minutes per release on a 2-core machine."""
+    """Record the explain corpus from real transformers jobs: fsdp-recompute-cast's red runs of Llama /
+    Qwen3 (SDPA, eager, compiled layers) where that bug exists, and sac-replay's (compiled layers under
+    transformers' gradient checkpointing, backward on a worker thread; torch >= 2.12), in three forms
+    (one process, torchrun, error.json), each checked against explain, written with neutral paths into
+    tests/corpus/<fix id>/ (tests/test_explain_corpus.py replays it in CI). torchtitan's runs are
+    recorded by `nox -s clients` with TORCHFIX_CORPUS_DIR set. About 5 minutes per release on a 2-core
+    machine."""
     session.install(f"torch=={torch}", *TEST_TOOLS, f"transformers=={transformers}")
     install_torchfix(session, fixtures=False)
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "TORCHFIX_CORPUS_DIR": str(CORPUS_DIR)}

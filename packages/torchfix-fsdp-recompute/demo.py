@@ -12,16 +12,15 @@ the fix is ``not-needed`` and both lines are green. About 20 s per line on a loa
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from torchfix_core.testing import describe_failure, only_fix, run_json_script_timed
 
-SCENARIOS = Path(__file__).resolve().parent / "tests" / "_scenarios.py"
+#: the scenarios behind the declared reproductions, shipped in the wheel
+SCENARIOS = "torchfix_fsdp_recompute.reproduction"
 
 
 def show(label: str, scenario: str, fix_id: str, fix: bool) -> None:
     """Run ``scenario`` on one rank, ``fix_id`` alone on or off; print one line."""
-    r = run_json_script_timed([SCENARIOS, scenario, "1"], env=only_fix(fix_id, fix))
+    r = run_json_script_timed(["-m", SCENARIOS, scenario, "1"], env=only_fix(fix_id, fix))
     state = r.get("states", {}).get(fix_id, "?")
     head = f"  {label:<18} torch {r.get('torch', '?')}, fix {state}, {r['seconds']:.1f} s: "
     if r["ok"] and "grads_equal" in r:

@@ -6,6 +6,8 @@
     python tests/clients/hf_job.py --spawn 2 --steps 4 --no-checkpointing   (the reference losses)
     python tests/clients/hf_job.py --spawn 2 --model qwen3 --attn eager --embedding root --root-policy none
     torchrun --nproc-per-node 2 tests/clients/hf_job.py --raise            (torchrun's own output, error.json)
+    python tests/clients/hf_job.py --spawn 1 --steps 8 --no-fsdp --compile --backend aot_eager --fullgraph \
+        --recompile-limit 64 --vary-seq --phase-flag --backward-thread   (sac-replay's ordering, below)
 
 torchfix is whatever the environment makes it: installed = active at ``import torch``;
 ``TORCHFIX_DISABLE=all`` = off. Rank 0 prints one JSON line (the last line of stdout): per-step
@@ -41,6 +43,35 @@ Where the fp32 comes from (``--embedding``):
   without a policy has it) the hidden states reach the first layer as float32 again: the bug.
 * with ``--output-fp32`` every layer hands the next one float32 outputs, whatever the placement.
 
+A checkpoint *around* compiled layers (the sac-replay bug, ``docs/fixes/sac-replay.md``): transformers'
+``GradientCheckpointingLayer`` checkpoints the layer's ``__call__``, and ``--compile`` compiles the
+layer's ``_call_impl`` (``nn.Module.compile``), so each compiled layer runs inside transformers' own
+non-reentrant checkpoint, the order that ``titan_job.py --ordering eager-ckpt`` builds from torchtitan's
+pieces. The options that complete it, as titan_job's emulation does:
+
+* ``--no-fsdp``: no ``fully_shard`` (FSDP's hooks inside a ``fullgraph`` compile are not what this
+  shows): every rank trains its own float32 replica; the process group is still set up (the loss is
+  all-reduced), so the job runs the same under ``torchrun``;
+* ``--fullgraph``: ``layer.compile(fullgraph=True, dynamic=False)``: one cache entry per sequence
+  length, and a recompile past the limit is an error instead of an eager fallback;
+* ``--recompile-limit N``: the training thread sets ``torch._dynamo.config.recompile_limit = N``
+  (per thread since torch 2.12);
+* ``--vary-seq``: the sequence length changes every step (titan_job's ``SEQ_LENS``), so every step
+  compiles new entries;
+* ``--phase-flag``: each decoder layer's ``forward`` reads a flag that flips from 0 in the forward to
+  1 before the backward (an emulation, said so in the JSON, of a framework's training-state flag:
+  the same math, but the recompute misses the forward's cache entry on the guard);
+* ``--backward-thread``: ``loss.backward()`` runs on a ``threading.Thread`` (on the CPU the stand-in
+  for CUDA's autograd device thread, where the recompute runs), its error re-raised on the training
+  thread.
+
+With all of them and ``--recompile-limit 64``, each step adds two entries per layer (the forward's
+and the recompute's); once a layer holds 8, the recompute, which on torch >= 2.12 reads the default
+limit (8) on the backward's thread, fails with ``FailOnRecompileLimitHit`` inside
+``torch.utils.checkpoint``'s ``recompute_fn``; with ``sac-replay`` on it reads the forward's 64 and
+trains. ``--recompile-limit 4`` makes the *forward* hit the limit first: the same error outside a
+recompute (the explain corpus's control).
+
 A failure is reported in the JSON (``error``, ``error_detail``, and the rank's ``error_traceback`` as
 Python prints it); ``--raise`` lets it propagate instead (uncaught: the interpreter's, ``torchrun``'s
 ``[rankN]:`` and torchelastic's ``error.json`` forms, through ``torch.distributed.elastic``'s
@@ -63,7 +94,7 @@ import sys
 import time
 from typing import Any
 
-from titan_job import _determinism, _gloo_sum_reduction, emit, spawn
+from titan_job import SEQ_LENS, _determinism, _gloo_sum_reduction, _Phase, backward_on_worker, emit, spawn
 
 VOCAB = 256
 FIX = "fsdp-recompute-cast"
@@ -115,6 +146,28 @@ def _checkpoints_call() -> bool:
     return "__call__" in GradientCheckpointingLayer.__dict__
 
 
+def _phase_flag(model: Any) -> _Phase:
+    """``--phase-flag``: each decoder layer's ``forward`` reads a flag (the emulated training-state flag);
+    the caller flips it between forward and backward, so the recompute misses the forward's entry."""
+    phase = _Phase()
+    for layer in model.model.layers:
+        original = layer.forward
+
+        def forward(*a: Any, _original: Any = original, **kw: Any) -> Any:
+            scale = 1.0 if phase.value == 0 else 1.0  # same math; the guard on phase.value misses after a flip
+            return _original(*a, **kw) * scale
+
+        layer.forward = forward
+    return phase
+
+
+def _compile(layer: Any, args: argparse.Namespace) -> None:
+    if args.fullgraph:  # dynamic=False: one entry per sequence length
+        layer.compile(backend=args.backend, fullgraph=True, dynamic=False)
+    else:
+        layer.compile(backend=args.backend)
+
+
 def _shard(model: Any, args: argparse.Namespace) -> None:
     import torch
     import torch.distributed as dist
@@ -129,7 +182,7 @@ def _shard(model: Any, args: argparse.Namespace) -> None:
         fully_shard(model.model.embed_tokens, mesh=mesh, mp_policy=fp32)
     for layer in model.model.layers:
         if args.compile:
-            layer.compile(backend=args.backend)
+            _compile(layer, args)
         fully_shard(layer, mesh=mesh, mp_policy=mp)
     if args.root_policy == "none":
         fully_shard(model, mesh=mesh)
@@ -159,6 +212,15 @@ def _counts() -> dict[str, int]:
     return dict(found.counts) if found is not None else {}
 
 
+def _backward(loss: Any, args: argparse.Namespace, threads: set[int]) -> None:
+    """``loss.backward()``, with ``--backward-thread`` on a worker thread (titan_job's), its error
+    re-raised here."""
+    if args.backward_thread:
+        backward_on_worker(loss, threads)
+    else:
+        loss.backward()
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import traceback
 
@@ -167,21 +229,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import transformers
 
     rank, world = dist.get_rank(), dist.get_world_size()
+    if args.recompile_limit is not None:  # this (training) thread only on torch >= 2.12
+        import torch._dynamo
+
+        torch._dynamo.config.recompile_limit = args.recompile_limit
     model = _model(args)
-    _shard(model, args)
+    phase = _phase_flag(model) if args.phase_flag else _Phase()
+    if args.fsdp:
+        _shard(model, args)
+    elif args.compile:
+        for layer in model.model.layers:
+            _compile(layer, args)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1234 + rank)
     losses: list[float] = []
     norms: list[float] = []
     times: list[float] = []
     rss: list[float] = []
+    backward_threads: set[int] = set()
     error = error_detail = error_traceback = None
     for step in range(args.steps):
-        tokens = torch.randint(0, VOCAB, (args.batch, args.seq + 1), generator=gen)
+        seq = SEQ_LENS[step % len(SEQ_LENS)] if args.vary_seq else args.seq
+        tokens = torch.randint(0, VOCAB, (args.batch, seq + 1), generator=gen)
         t0 = time.perf_counter()
+        phase.value = 0
         try:
             out = model(input_ids=tokens[:, :-1], labels=tokens[:, 1:])
-            out.loss.backward()
+            if args.phase_flag:
+                phase.value = 1
+            _backward(out.loss, args, backward_threads)
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad()
@@ -214,6 +290,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "output_fp32": args.output_fp32,
         "checkpointing": args.checkpointing,
         "compile": args.backend if args.compile else None,
+        "fsdp": args.fsdp,
+        "fullgraph": args.fullgraph,
+        "recompile_limit": args.recompile_limit,
+        "vary_seq": args.vary_seq,
+        "emulated_phase_flag": args.phase_flag,
+        "backward_thread": args.backward_thread,
+        "backward_thread_intra_op_threads": sorted(backward_threads),
         "transformers": transformers.__version__,
         "checkpoint_wraps_call": _checkpoints_call(),
         "losses": losses,
@@ -250,6 +333,18 @@ def main(argv: list[str]) -> int:
         help="no gradient checkpointing: the reference a correct recompute must match bit for bit",
     )
     parser.add_argument("--backend", default="inductor", help="the per-layer compile backend")
+    parser.add_argument("--no-fsdp", dest="fsdp", action="store_false", help="no fully_shard: a replica per rank")
+    parser.add_argument(
+        "--fullgraph", action="store_true", help="compile each layer with fullgraph=True, dynamic=False"
+    )
+    parser.add_argument(
+        "--recompile-limit", type=int, default=None, help="the training thread's torch._dynamo.config.recompile_limit"
+    )
+    parser.add_argument("--vary-seq", action="store_true", help="a new sequence length every step (SEQ_LENS)")
+    parser.add_argument(
+        "--phase-flag", action="store_true", help="emulated training-state flag, flipped between forward and backward"
+    )
+    parser.add_argument("--backward-thread", action="store_true", help="run loss.backward() on a worker thread")
     parser.add_argument("--spawn", type=int, default=0, help="start this many gloo ranks (CPU)")
     parser.add_argument("--timeout", type=float, default=1500)
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")

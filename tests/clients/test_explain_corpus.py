@@ -9,7 +9,11 @@ bug exists, run with ``--raise`` and the fix off:
   where it applies (torch 2.8-2.12) and transformers checkpoints the layer's ``__call__`` (<= 5.22.2);
 * torchtitan (``titan_job.py --ordering eager-ckpt``: each torchtitan block compiled with
   ``fullgraph=True``, then wrapped in torchtitan's ``SelectiveAC``; one process): ``sac-replay``, whose
-  recompute on the backward's thread meets torch's default ``recompile_limit`` (torch >= 2.12).
+  recompute on the backward's thread meets torch's default ``recompile_limit`` (torch >= 2.12);
+* transformers-sac-replay (``hf_job.py --no-fsdp --compile --fullgraph ...``: transformers' own Llama,
+  each decoder layer compiled with ``fullgraph=True`` inside transformers' own non-reentrant gradient
+  checkpoint, the backward on a worker thread, an emulated training-state flag; one process):
+  ``sac-replay``, the same ordering and failure as torchtitan's, from a second model family.
 
 The failure is taken in three forms:
 
@@ -22,7 +26,8 @@ Each is fed to ``torchfix-doctor explain --json`` twice: where only the core and
 are importable (no torch: ``not-installed``), and in this environment with the fix turned off
 (``disabled``). The controls raise the same messages outside the bug's context (transformers:
 ``--output-fp32`` on every unit, the root's ``lm_head`` gets float32 in the *forward*; torchtitan: a
-training-thread ``recompile_limit`` of 4, hit in the *forward*): never claimed.
+training-thread ``recompile_limit`` of 4, hit in the *forward*, for torchtitan's and transformers'
+sac-replay jobs alike): never claimed.
 ``TORCHFIX_CORPUS_DIR=DIR`` also records each input into ``DIR/<fix id>/`` with its expectation
 (``MANIFEST.json``), paths made neutral: that is how ``tests/corpus/`` was made, which
 ``tests/test_explain_corpus.py`` replays in CI (``nox -s clients_corpus`` records transformers on
@@ -51,7 +56,14 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent
 HF_FIX = "fsdp-recompute-cast"
-TITAN_FIX = "sac-replay"
+SAC_REPLAY_FIX = "sac-replay"
+#: hf_job.py's sac-replay ordering: no FSDP, each decoder layer compiled (fullgraph, static shapes) inside
+#: transformers' checkpoint, the training thread's recompile_limit, a new sequence length every step, the
+#: emulated training-state flag, the backward on a worker thread (see hf_job.py's docstring)
+HF_SAC_REPLAY = (
+    *("--no-fsdp", "--compile", "--backend", "aot_eager", "--fullgraph"),
+    *("--vary-seq", "--phase-flag", "--backward-thread", "--steps", "8"),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +116,7 @@ CLIENTS = {
     "torchtitan": Client(
         name="torchtitan",
         job=HERE / "titan_job.py",
-        fix=TITAN_FIX,
+        fix=SAC_REPLAY_FIX,
         red={"eager-ckpt-recompile-limit-in-recompute": ["--ordering", "eager-ckpt", "--steps", "8"]},
         # a training-thread limit of 4: the forward of step 3 meets 4 entries (each step adds the forward's
         # and the recompute's) and fails there, in the forward, with the same message: not this bug
@@ -121,6 +133,21 @@ CLIENTS = {
         ranks=1,
         needs="torchtitan",
         distributed=False,
+        control_message=r"Hard failure due to fullgraph=True|fail_on_recompile_limit_hit",
+    ),
+    # the same ordering from transformers' own pieces: its GradientCheckpointingLayer checkpoints each
+    # decoder layer compiled with fullgraph=True; the recompute on the backward's thread reads the default
+    # recompile_limit (8) and fails at step 4, when each layer holds 8 entries
+    "transformers-sac-replay": Client(
+        name="transformers-sac-replay",
+        job=HERE / "hf_job.py",
+        fix=SAC_REPLAY_FIX,
+        red={"llama-compiled-layers-recompile-limit-in-recompute": [*HF_SAC_REPLAY, "--recompile-limit", "64"]},
+        # a training-thread limit of 4: the forward of step 2 meets 4 entries and fails there, inside
+        # transformers' checkpoint but not in its recompute, with the same message: not this bug
+        controls={"llama-compiled-layers-recompile-limit-in-forward": [*HF_SAC_REPLAY, "--recompile-limit", "4"]},
+        ranks=1,
+        needs="transformers",
         control_message=r"Hard failure due to fullgraph=True|fail_on_recompile_limit_hit",
     ),
 }
@@ -190,7 +217,7 @@ def _case_forms(client: Client, name: str, tmp_path_factory: pytest.TempPathFact
 def _require_bug(client: Client) -> None:
     """Skip unless the bug exists here: the client is installed and the fix would apply."""
     pytest.importorskip(client.needs, reason=f"{client.needs} is not installed (nox -s clients)")
-    if client.name == "transformers":
+    if client.fix == HF_FIX:  # fsdp-recompute-cast needs the checkpoint around FSDP's hooks
         from transformers.modeling_layers import GradientCheckpointingLayer
 
         if "__call__" not in GradientCheckpointingLayer.__dict__:

@@ -233,6 +233,28 @@ class _Phase:
     value = 0
 
 
+def backward_on_worker(loss: Any, threads: set[int]) -> None:
+    """``loss.backward()`` on a worker ``threading.Thread`` (a fresh contextvars context: torch >= 2.12
+    reads Dynamo's config defaults there, as CUDA's autograd device thread does), its error re-raised
+    on this thread; ``threads`` collects the worker's intra-op thread count."""
+    import torch
+
+    box: dict[str, BaseException] = {}
+
+    def target() -> None:
+        threads.add(torch.get_num_threads())
+        try:
+            loss.backward()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the training thread
+            box["exc"] = exc
+
+    worker = threading.Thread(target=target, name="backward-worker")
+    worker.start()
+    worker.join()
+    if "exc" in box:
+        raise box["exc"]
+
+
 def run_eager_ckpt(args: argparse.Namespace) -> dict[str, Any]:
     """prime-rl's ordering: compile each torchtitan block, then wrap it in torchtitan's SelectiveAC."""
     import torch
@@ -267,20 +289,7 @@ def run_eager_ckpt(args: argparse.Namespace) -> dict[str, Any]:
         if device.type == "cuda":
             loss.backward()  # the engine's worker thread runs the recompute
             return
-        box: dict[str, BaseException] = {}
-
-        def target() -> None:
-            backward_threads.add(torch.get_num_threads())
-            try:
-                loss.backward()
-            except BaseException as exc:  # noqa: BLE001 - re-raised on the training thread
-                box["exc"] = exc
-
-        worker = threading.Thread(target=target, name="backward-worker")
-        worker.start()
-        worker.join()
-        if "exc" in box:
-            raise box["exc"]
+        backward_on_worker(loss, backward_threads)
 
     for step in range(args.steps):
         seq = SEQ_LENS[step % len(SEQ_LENS)]

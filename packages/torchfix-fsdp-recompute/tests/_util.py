@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from pathlib import Path
 from typing import Any
 
 import pytest
 from torchfix_core.testing import fix_switch, only_fix, run_json_script
 
-SCENARIOS = Path(__file__).resolve().parent / "_scenarios.py"
+#: the scenarios, shipped in the wheel with the declared reproductions (``python -m`` it)
+SCENARIOS = "torchfix_fsdp_recompute.reproduction"
 CAST = "fsdp-recompute-cast"
 UNSHARD = "fsdp-recompute-unshard"
 MODULE = "torch.distributed.fsdp._fully_shard._fsdp_state"
@@ -60,7 +60,7 @@ def fixed_upstream(fix_id: str) -> pytest.MarkDecorator:
 
 def run(scenario: str, world: int = 1, env: dict[str, str] | None = None, *options: str) -> dict[str, Any]:
     """One scenario in a fresh interpreter (``world`` spawned ranks); ``env`` as the test sets it."""
-    return run_json_script([SCENARIOS, scenario, str(world), *options], env=env or {}, timeout=600)
+    return run_json_script(["-m", SCENARIOS, scenario, str(world), *options], env=env or {}, timeout=600)
 
 
 def alone(fix_id: str, on: bool) -> dict[str, str]:
@@ -84,7 +84,7 @@ MIXED_ERROR = "got mixed torch.Tensor and DTensor"
 
 @dataclasses.dataclass(frozen=True)
 class Reproduction:
-    """One fix's reproduction: its ``_scenarios.py`` scenario and the error the scenario raises on
+    """One fix's reproduction: its scenario (``torchfix_fsdp_recompute.reproduction``) and the error the scenario raises on
     the real, unpatched torch (a substring of the message, which starts with ``error_start``)."""
 
     scenario: str

@@ -1,6 +1,6 @@
 """The two fixes together. Both bugs at once (nested, two forwards, bf16 ``param_dtype`` with an fp32
 ``output_dtype``): red without the fixes and with either alone, green with both, also for modules
-sharded before ``apply()`` and after one fix's ``revert()`` (spawned gloo ranks, ``_scenarios.py``).
+sharded before ``apply()`` and after one fix's ``revert()`` (spawned gloo ranks, ``torchfix_fsdp_recompute.reproduction``).
 Their shared patch point ``FSDPState._pre_forward``: they apply and revert in any order, each alone,
 keep the release's Dynamo-disable decorator, and put every object back exactly (fresh interpreter,
 ``TORCHFIX_AUTOLOAD=0``, then ``torchfix_core.apply`` / ``revert``)."""

@@ -1,7 +1,7 @@
 """Each fix's reproduction on the CPU with gloo, red without the fix and green with it (pytorch#159359
 for fsdp-recompute-cast, #153354 / #187437 for fsdp-recompute-unshard; ``_util.REPRODUCTIONS``), and
 the cases where it must stay out of the way; both bugs at once: ``test_composition.py``. Every run
-is a fresh interpreter that spawns its ranks (``_scenarios.py``); "green" means gradients and losses
+is a fresh interpreter that spawns its ranks (``torchfix_fsdp_recompute.reproduction``); "green" means gradients and losses
 of 3 SGD steps bit-identical to the same model trained without checkpointing."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from _util import (
     needs_bug,
     run,
 )
-from torchfix_core.testing import state_to_expect
+from torchfix_core.testing import reproduce, state_to_expect
 
 FIXES = (CAST, UNSHARD)
 WITH_BUG = [pytest.param(fix_id, id=fix_id, marks=needs_bug(fix_id)) for fix_id in FIXES]
@@ -66,3 +66,27 @@ def test_revert_reaches_modules_sharded_while_applied() -> None:
     r = run("cast", 1, alone(CAST, True), "--late-revert", CAST)
     assert r["states"][CAST] == "disabled"
     assert_fails(r, DTYPE_ERROR)
+
+
+# -- the declared reproductions (FixSpec.reproduction: what torchfix-doctor verify runs) ------------------
+
+
+@pytest.mark.parametrize("fix_id", WITH_BUG)
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it(fix_id: str) -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``):
+    the bug's error without the fix, bit-identical training with it."""
+    off, on = reproduce(fix_id, False), reproduce(fix_id, True)
+    assert off["outcome"]["result"] == "observed" and off["state"] == "disabled", off
+    assert REPRODUCTIONS[fix_id].error in off["outcome"]["measure"], off
+    assert on["outcome"] == {
+        "result": "not-observed",
+        "measure": "3 steps' gradients and losses bit-identical to training without checkpointing",
+        "detail": "",
+    }, on
+    assert on["state"] == "applied", on
+
+
+@pytest.mark.parametrize("fix_id", FIXED_UPSTREAM)
+def test_declared_reproduction_shows_no_bug_where_fixed_upstream(fix_id: str) -> None:
+    off = reproduce(fix_id, False)
+    assert off["outcome"]["result"] == "not-observed", off

@@ -1,6 +1,6 @@
 """Signatures and report counts of fsdp-recompute-cast and fsdp-recompute-unshard, from real runs.
 
-Each fix's red reproduction (``_scenarios.py cast`` / ``unshard``, one spawned gloo rank, the fix
+Each fix's red reproduction (``reproduction.py``'s ``cast`` / ``unshard``, one spawned gloo rank, the fix
 disabled, on the real unpatched torch) raises its error; that error, as the scenario captured it, is
 fed to ``torchfix-doctor explain`` with its traceback, which must name the fix as ``not-installed``
 where only the core and the family catalog are importable and as ``disabled`` with the fix turned off; the same message

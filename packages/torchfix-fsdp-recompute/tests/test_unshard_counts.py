@@ -1,6 +1,6 @@
 """What fsdp-recompute-unshard's counter counts, with torch's default checkpoint settings.
 
-pytorch#187437's shape (``_scenarios.py unshard``): a ``Block`` (``fc1``, ReLU, ``fc2``) with
+pytorch#187437's shape (``reproduction.py``'s ``unshard``): a ``Block`` (``fc1``, ReLU, ``fc2``) with
 ``fully_shard`` on ``fc1`` only, one gloo rank, fp32, two forwards before one backward
 (``(m(x1) * m(x2)).sum()``), 3 SGD steps. Checkpointed three ways: the composable
 ``torch.distributed._composable.checkpoint`` (the package's reproduction),

@@ -6,7 +6,8 @@ training script would have right after ``import torch``. ``--json`` prints the s
 
 Subcommands: ``torchfix-doctor explain [FILE ...|-]`` names the known bugs in logs and tracebacks
 (:mod:`torchfix_core._explain_cli`); ``torchfix-doctor report DIR`` summarises a job's
-``TORCHFIX_REPORT`` files (:mod:`torchfix_core._report`).
+``TORCHFIX_REPORT`` files (:mod:`torchfix_core._report`); ``torchfix-doctor verify [ID ...]`` runs
+each fix's declared reproduction here, without and with the fix (:mod:`torchfix_core._verify`).
 
 Exit status: 0 when the report was made with torch importable; :data:`EXIT_NO_TORCH` (3) when torch
 is not installed or its import fails (the report is still printed and says which): torchfix has
@@ -144,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         from torchfix_core._explain_cli import main as explain_main
 
         return explain_main(argv[1:], collect)
+    if argv and argv[0] == "verify":
+        from torchfix_core._verify import main as verify_main
+
+        return verify_main(argv[1:], collect)
     if argv and argv[0] == "report":
         from torchfix_core._report import main as report_main
 
@@ -151,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="torchfix-doctor",
         description=__doc__.splitlines()[0],
-        epilog="subcommands: 'explain [FILE ...|-]' (name known bugs in logs), 'report DIR' (summarise TORCHFIX_REPORT files)",
+        epilog=(
+            "subcommands: 'explain [FILE ...|-]' (name known bugs in logs), 'report DIR' (summarise "
+            "TORCHFIX_REPORT files), 'verify [ID ...]' (run each fix's reproduction here, without and with it)"
+        ),
     )
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument("--no-resolve", action="store_true", help="do not import pending fixes' trigger modules")

@@ -26,6 +26,7 @@ __all__ = [
     "PATCH_LOCK",
     "STATES",
     "KEYED_CACHE_MODULE",
+    "Reproduction",
     "ActivationSource",
     "Effect",
     "EnvSwitch",
@@ -130,6 +131,60 @@ class Signature:
         }
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Reproduction:
+    """How a fix shows its bug on the machine it is installed on: one reproduction, shipped in the
+    fix's wheel, that the fix's tests, ``nox -s demo``, the combination suite and
+    ``torchfix-doctor verify`` all run (docs/design.md, "Reproductions").
+
+    ``run`` is ``"module:function"`` in the fix's distribution: a function of no arguments that runs
+    the bug's smallest real case and returns a :class:`torchfix_core.reproduction.Outcome` (the bug
+    observed, with its measure; not observed; or cannot run here, with why). It is called in a fresh
+    interpreter where only this fix is switched on or off (``python -m torchfix_core.reproduction
+    ID``); an exception it raises means the reproduction broke. What it needs is declared, so that a
+    machine without it reports the reproduction as skipped instead of failing:
+
+    Attributes:
+        run: ``"module:function"`` of the reproduction.
+        measure: what the outcome's measure is, in words (``"the exception"``, ``"max gradient
+            error against eager"``, ``"bytes differing"``).
+        needs_cuda: the bug lives in CUDA code: skipped where ``torch.cuda.is_available()`` is false.
+        ranks: gloo ranks the reproduction spawns itself (1: none).
+        libraries: import name -> ``packaging`` specifier of each third-party library it drives
+            (``{"transformer_engine": ">=2.18"}``); skipped where one is missing.
+        seconds: about how long one run takes on a 2-core CPU (or the GPU, with ``needs_cuda``),
+            what ``verify --budget`` plans with.
+    """
+
+    run: str
+    measure: str
+    needs_cuda: bool = False
+    ranks: int = 1
+    libraries: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        module, _, function = self.run.partition(":")
+        if not (module and function):
+            raise ValueError(f"Reproduction: run must be 'module:function', got {self.run!r}")
+        if not self.measure:
+            raise ValueError("Reproduction: say what the measure is (measure=...)")
+        if self.ranks < 1 or self.seconds <= 0:
+            raise ValueError(f"Reproduction: ranks >= 1 and seconds > 0, got {self.ranks}, {self.seconds}")
+        object.__setattr__(self, "libraries", dict(self.libraries))  # frozen: the one place that sets it
+
+    def as_dict(self) -> dict[str, object]:
+        """The declaration as ``--json`` shows it."""
+        return {
+            "run": self.run,
+            "measure": self.measure,
+            "needs_cuda": self.needs_cuda,
+            "ranks": self.ranks,
+            "libraries": dict(self.libraries),
+            "seconds": self.seconds,
+        }
+
+
 #: the module whose ``FxGraphHashDetails`` the compile caches' key term wraps
 #: (:mod:`torchfix_core._cache_key`): a fix of effect ``compiled`` lists it among its triggers, so
 #: that the term is in place, and checked, when the fix is applied
@@ -174,6 +229,7 @@ class FixSpec:
             AOTAutograd caches on the fix while it is applied, and ``triggers`` must include
             :data:`KEYED_CACHE_MODULE`), or ``cache-key`` (how torch keys or looks up compiled
             artifacts). The fix's page says which, and why.
+        reproduction: the bug's one shipped reproduction (:class:`Reproduction`), or ``None``.
         unversioned: libraries of ``targets`` whose version string does not identify their code
             (e.g. every commit of a project builds as ``1.0.0``, or ``0.0.0`` from a checkout
             without its version plugin). Their range documents where the fix was validated; it is
@@ -196,6 +252,7 @@ class FixSpec:
     signatures: tuple[Signature, ...] = ()
     effect: Effect = Effect.RUNTIME
     unversioned: tuple[str, ...] = ()
+    reproduction: Reproduction | None = None
 
     def __post_init__(self) -> None:
         if ":" not in self.implementation:
@@ -217,6 +274,8 @@ class FixSpec:
                 f"FixSpec {self.id!r}: a fix of effect 'compiled' keys the compile caches, so it lists "
                 f"{KEYED_CACHE_MODULE} among its triggers"
             )
+        if self.reproduction is not None and not isinstance(self.reproduction, Reproduction):
+            raise ValueError(f"FixSpec {self.id!r}: reproduction must be a Reproduction record")
         stray = sorted(set(self.unversioned) - set(self.targets))
         if stray:
             raise ValueError(f"FixSpec {self.id!r}: unversioned names libraries that are not in targets: {stray}")

@@ -5,7 +5,7 @@ the Dynamo-disable decorator calls, ``fsdp-recompute-unshard`` that function's c
 and revert independently, in any order; neither names the other in ``after``.
 """
 
-from torchfix_core.spec import Effect, FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Reproduction, Signature
 
 #: the traceback frames of a non-reentrant checkpoint's recompute (torch.utils.checkpoint and the
 #: composable checkpoint alike, 2.8-2.15): the unpack hook runs the frame's recompute_fn
@@ -55,7 +55,7 @@ CAST_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/issues/159359",
         "https://github.com/pytorch/pytorch/pull/182580",
     ),
-    # seen in the red runs of tests/_scenarios.py ``cast`` (2-D matmul) on 2.9.1, 2.10.0, 2.12.0, and of
+    # seen in the red runs of ``reproduction.py``'s ``cast`` (2-D matmul) on 2.9.1, 2.10.0, 2.12.0, and of
     # tests/clients/hf_job.py (transformers 4.57.6 and 5.22.2: Llama and Qwen3 with SDPA and eager
     # attention; the layers compiled before fully_shard: Dynamo's TorchRuntimeError around the same
     # message) on 2.8.0, 2.10.0, 2.12.0. Each message alone is an ordinary dtype mismatch, hence the
@@ -76,6 +76,11 @@ CAST_FIX = FixSpec(
             context=RECOMPUTE_OF_HOOKED_MODULE,
             when=WHEN_CAST + "; the module is torch.compile'd (Dynamo traces the recompute with fake tensors)",
         ),
+    ),
+    reproduction=Reproduction(
+        run="torchfix_fsdp_recompute.reproduction:cast",
+        measure="the dtype error in the recompute, or 3 steps' gradients against training without checkpointing",
+        seconds=20,
     ),
 )
 
@@ -103,7 +108,7 @@ UNSHARD_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/issues/187437",
         "https://github.com/pytorch/pytorch/pull/171779",
     ),
-    # seen in the red runs of tests/_scenarios.py ``unshard`` on 2.9.1 (Python DTensor dispatch: "op: got
+    # seen in the red runs of ``reproduction.py``'s ``unshard`` on 2.9.1 (Python DTensor dispatch: "op: got
     # mixed") and 2.10.0 (C++ dispatch: "op got mixed"); the op is the child module's (addmm for a
     # Linear with bias)
     signatures=(
@@ -127,5 +132,10 @@ UNSHARD_FIX = FixSpec(
             when=WHEN_UNSHARD,
             context=RECOMPUTE_FRAMES,
         ),
+    ),
+    reproduction=Reproduction(
+        run="torchfix_fsdp_recompute.reproduction:unshard",
+        measure="DTensor's mixed-tensor error in the recompute, or 3 steps' gradients against training without checkpointing",
+        seconds=20,
     ),
 )

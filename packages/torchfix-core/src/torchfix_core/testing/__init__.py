@@ -10,7 +10,8 @@ lifecycle guarantees for every fix, each case in a fresh Python subprocess::
 
 Scenario scripts (:mod:`torchfix_core.testing._scenario`): :func:`run_json_script` runs one in a
 fresh interpreter from :func:`clean_environ` (no ``TORCHFIX_*`` variable of the caller's) and returns
-the JSON object it prints last; :func:`only_fix` leaves one fix alone on or off;
+the JSON object it prints last; :func:`only_fix` leaves one fix alone on or off; :func:`reproduce`
+runs a fix's declared reproduction (``FixSpec.reproduction``) so, as ``torchfix-doctor verify`` does;
 :func:`print_recorded_gpu_run` prints a recorded GPU run for a demo on a machine without a GPU,
 and :func:`demo_line` formats one scenario result as a demo's line (its error where it failed);
 :func:`print_gpu_fix_demo` is the whole demo section of a fix whose bug shows on a GPU (:class:`DemoCheck`).
@@ -80,6 +81,7 @@ from torchfix_core.testing._scenario import (
     only_fix,
     print_gpu_fix_demo,
     print_recorded_gpu_run,
+    reproduce,
     run_json_script,
     run_json_script_timed,
 )
@@ -130,6 +132,7 @@ __all__ = [
     "print_gpu_fix_demo",
     "print_recorded_gpu_run",
     "report_of",
+    "reproduce",
     "run_case",
     "run_json_script",
     "run_json_script_timed",

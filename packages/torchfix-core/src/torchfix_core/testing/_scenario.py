@@ -77,6 +77,19 @@ def run_json_script(
     return result
 
 
+def reproduce(
+    fix_id: str, enabled: bool, *, env: Mapping[str, str] | None = None, timeout: float = 600
+) -> dict[str, Any]:
+    """Run ``fix_id``'s declared reproduction (``FixSpec.reproduction``) once, in a fresh
+    interpreter with every fix off but ``fix_id`` (on or off: :func:`only_fix`), plus ``env``: what
+    ``torchfix-doctor verify`` runs. Returns the child's record: ``outcome`` (``result``,
+    ``measure``, ``detail``), the fix's ``state`` there, ``seconds``; a reproduction that broke
+    raises :class:`ScenarioFailed` with its error."""
+    return run_json_script(
+        ["-m", "torchfix_core.reproduction", fix_id], env={**only_fix(fix_id, enabled), **(env or {})}, timeout=timeout
+    )
+
+
 def run_json_script_timed(argv: Sequence[str | os.PathLike[str]], **options: Any) -> dict[str, Any]:
     """:func:`run_json_script` (same keyword options) for a demo, which reports instead of raising:
     the object gains ``seconds`` (wall time); a failed run gives ``{"ok": False, "error": ...}``."""

@@ -1,4 +1,9 @@
-"""Scenarios of the fsdp-recompute tests: ``python _scenarios.py NAME WORLD [OPTIONS]``.
+"""The reproductions of both fixes (``FixSpec.reproduction``: :func:`cast`, :func:`unshard`), and
+the scenarios behind them: ``python -m torchfix_fsdp_recompute.reproduction NAME WORLD [OPTIONS]``.
+
+Shipped in the wheel so that ``torchfix-doctor verify`` runs on a user's machine what the package's
+tests, its demo and the combination suite run; imported only when a reproduction runs (it imports
+torch inside its functions).
 
 The parent spawns ``WORLD`` ranks with ``torch.multiprocessing`` (fresh interpreters, ``spawn``:
 each activates torchfix at ``import torch`` from the environment the test set), joined by a gloo
@@ -37,6 +42,8 @@ import sys
 import tempfile
 import traceback
 from typing import Any
+
+from torchfix_core.reproduction import Outcome, not_observed, observed
 
 FIXES = ("fsdp-recompute-cast", "fsdp-recompute-unshard")
 STEPS = 3
@@ -194,11 +201,16 @@ def _free_port() -> int:
 
 
 def main(argv: list[str]) -> None:
+    """``NAME WORLD [OPTIONS]``: run one scenario, print its result as one JSON line."""
+    print(json.dumps(run_scenario(argv[0], int(argv[1]), _options(argv))))
+
+
+def run_scenario(name: str, world: int, late: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Scenario ``name`` on ``world`` spawned gloo ranks; the result the module docstring describes."""
     import torch
     import torch.multiprocessing as mp
 
-    name, world = argv[0], int(argv[1])
-    late = _options(argv)
+    late = late or {"late_apply": [], "late_revert": []}
     with tempfile.TemporaryDirectory() as out_dir:
         mp.spawn(_rank, args=(world, _free_port(), name, out_dir, late), nprocs=world, join=True)
         ranks = [json.load(open(os.path.join(out_dir, f"rank{r}.json"))) for r in range(world)]
@@ -212,7 +224,36 @@ def main(argv: list[str]) -> None:
         out["losses"] = ranks[0]["losses"]
     out["states"] = ranks[0]["states"]
     out["report"] = ranks[0]["report"]
-    print(json.dumps(out))
+    return out
+
+
+def _outcome(name: str, error: str) -> Outcome:
+    """Scenario ``name`` on one rank as an :class:`Outcome`: the bug observed where it raises
+    ``error`` (the measure: the exception) or trains to other gradients than without checkpointing
+    (the measure: the largest difference); not observed where all 3 steps' gradients and losses are
+    bit-identical to training without checkpointing. Another failure means the reproduction broke."""
+    # the ranks are spawned interpreters; importing the fixes' trigger here too settles their state
+    # in this one, which the caller reports beside the outcome
+    import torch.distributed.fsdp  # noqa: F401
+
+    r = run_scenario(name, 1)
+    if not r["ok"]:
+        if error not in r["error"]:
+            raise RuntimeError(f"{name}: failed otherwise than the bug: {r['error_type']}: {r['error'][:300]}")
+        return observed(f"{r['error_type'].rsplit('.', 1)[-1]}: {r['error'].splitlines()[0][:160]}")
+    if not r["grads_equal"]:
+        return observed(f"gradients differ from training without checkpointing (max abs diff {r['max_abs_diff']:.3g})")
+    return not_observed("3 steps' gradients and losses bit-identical to training without checkpointing")
+
+
+def cast() -> Outcome:
+    """fsdp-recompute-cast's reproduction (pytorch#159359): scenario ``cast``, one gloo rank."""
+    return _outcome("cast", "must have the same dtype")
+
+
+def unshard() -> Outcome:
+    """fsdp-recompute-unshard's reproduction (pytorch#187437): scenario ``unshard``, one gloo rank."""
+    return _outcome("unshard", "got mixed torch.Tensor and DTensor")
 
 
 if __name__ == "__main__":

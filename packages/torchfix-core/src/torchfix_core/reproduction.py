@@ -1,0 +1,119 @@
+"""A fix's declared reproduction (``FixSpec.reproduction``): its result, and how one runs.
+
+A reproduction function returns one :class:`Outcome`, built with :func:`observed`,
+:func:`not_observed` or :func:`cannot_run`. A silent bug reports its measure (the max gradient
+error, the bytes differing, the stale hooks counted), never just a boolean; a loud one, the
+exception it raised. An exception the function lets out means the reproduction itself broke.
+
+``python -m torchfix_core.reproduction ID`` runs fix ``ID``'s reproduction in this interpreter, as
+the environment switched torchfix (the caller sets ``TORCHFIX_DISABLE=all`` and
+``TORCHFIX_<ID>_ENABLED``), and prints one JSON line: the outcome, the fix's state here, the
+seconds taken, or the error that broke it (exit status 2). ``torchfix-doctor verify``, the testing
+kit (``torchfix_core.testing.reproduce``), ``nox -s demo`` and the combination suite all run it so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import sys
+import time
+import traceback
+from typing import Any
+
+__all__ = ["Outcome", "cannot_run", "load", "main", "not_observed", "observed"]
+
+#: the values of :attr:`Outcome.result`
+OBSERVED, NOT_OBSERVED, CANNOT_RUN = "observed", "not-observed", "cannot-run"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one run of a reproduction showed.
+
+    ``result`` is ``"observed"`` (the bug showed: ``measure`` says how much or which error),
+    ``"not-observed"`` (the case ran as it should: ``measure`` says what was compared), or
+    ``"cannot-run"`` (this machine lacks what the case needs: ``detail`` says what).
+    """
+
+    result: str
+    measure: str = ""
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"result": self.result, "measure": self.measure, "detail": self.detail}
+
+
+def observed(measure: str, detail: str = "") -> Outcome:
+    """The bug showed; ``measure``: the exception (type and first line) or the size of the harm."""
+    return Outcome(OBSERVED, measure, detail)
+
+
+def not_observed(measure: str, detail: str = "") -> Outcome:
+    """The case ran correctly; ``measure``: what was compared and how close it came."""
+    return Outcome(NOT_OBSERVED, measure, detail)
+
+
+def cannot_run(why: str) -> Outcome:
+    """This machine cannot run the case (no GPU, a library missing, too few devices): ``why``."""
+    return Outcome(CANNOT_RUN, "", why)
+
+
+def load(fix_id: str) -> Any:
+    """The installed fix ``fix_id``'s declared reproduction (a :class:`torchfix_core.spec.Reproduction`).
+
+    Raises ``LookupError`` naming the installed ids when ``fix_id`` is not installed, and when its
+    spec declares no reproduction.
+    """
+    from torchfix_core import _registry
+
+    entries = _registry.entries()
+    if fix_id not in entries:
+        raise LookupError(f"no installed fix {fix_id!r}; installed: {', '.join(sorted(entries)) or 'none'}")
+    declared = entries[fix_id].spec.reproduction
+    if declared is None:
+        raise LookupError(f"fix {fix_id!r} declares no reproduction")
+    return declared
+
+
+def _function(target: str) -> Any:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) != 1:
+        print("usage: python -m torchfix_core.reproduction FIX_ID", file=sys.stderr)
+        return 2
+    fix_id = argv[0]
+    record: dict[str, Any] = {"id": fix_id}
+    started = time.perf_counter()
+    try:
+        # run as ``python -m``, this module is ``__main__``: the reproduction returns the class of
+        # the imported module, so check against that one
+        from torchfix_core.reproduction import Outcome as Declared
+        from torchfix_core.reproduction import load as load_declared
+
+        declared = load_declared(fix_id)
+        outcome = _function(declared.run)()
+        if not isinstance(outcome, Declared):
+            raise TypeError(f"{declared.run} returned {type(outcome).__name__}, not an Outcome")
+        record["outcome"] = outcome.as_dict()
+    except Exception as exc:  # noqa: BLE001 - reported as "the reproduction broke", never a traceback to the user
+        record["broke"] = f"{type(exc).__name__}: {exc}"[:2000]
+        record["traceback"] = traceback.format_exc()[-4000:]
+    record["seconds"] = round(time.perf_counter() - started, 2)
+    try:
+        from torchfix_core import status
+
+        record["state"] = next((str(r.state) for r in status() if r.id == fix_id), "not-installed")
+    except Exception as exc:  # noqa: BLE001
+        record["state"] = f"unknown ({type(exc).__name__}: {exc})"
+    print(json.dumps(record), flush=True)
+    return 2 if "broke" in record else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
