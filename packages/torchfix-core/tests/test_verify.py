@@ -1,8 +1,8 @@
 """``torchfix-doctor verify``: each fix's declared reproduction, run here without and with the fix.
 
 The test fix ``demo-checkpoint`` declares a reproduction (its "bug": a ``detach_variable`` call
-nobody counted); ``DEMO_REPRODUCTION`` makes it break, find the bug with the fix too, or say it
-cannot run. ``demo-dynamo`` declares none. Every run is ``python -m torchfix_core verify`` in a
+nobody counted); ``DEMO_REPRODUCTION`` makes it break, find the bug with the fix too, find no bug
+at all, or say it cannot run. ``demo-dynamo`` declares none. Every run is ``python -m torchfix_core verify`` in a
 fresh interpreter, as a user runs it.
 """
 
@@ -108,3 +108,27 @@ def test_the_kit_runs_the_same_declared_reproduction() -> None:
     assert (on["outcome"]["result"], on["state"]) == ("not-observed", "applied"), on
     with pytest.raises(ScenarioFailed, match="broke on purpose"):
         reproduce(DEMO, True, env={"DEMO_REPRODUCTION": "raise"})
+
+
+@pytest.mark.parametrize(
+    ("mode", "verdict", "status"),
+    [
+        ("always", "the bug reproduces although the fix is not-needed: torchfix does not repair it here", 1),
+        ("absent", "the bug does not reproduce: upstream's fix (or this release) holds", 0),
+    ],
+    ids=["bug-shows", "upstream-fix-holds"],
+)
+def test_a_not_needed_fix_runs_once_and_the_bug_showing_exits_1(
+    monkeypatch: pytest.MonkeyPatch, mode: str, verdict: str, status: int
+) -> None:
+    """Where the probe says ``not-needed`` the fix applies nothing: one run, without it. The rows
+    are judged from doctor's report; here one that says ``not-needed`` for the demo fix."""
+    from torchfix_core import _verify
+
+    monkeypatch.setenv("DEMO_REPRODUCTION", mode)
+    report = {"fixes": [{"id": DEMO, "state": "not-needed", "reason": "the probe found the bug absent"}]}
+    (row,) = _verify.verify(report, [], include_all=True)
+    assert row["with"] is None and row["without"]["state"] == "disabled", row
+    assert row["verdict"].startswith(verdict) and row["exit"] == status, row
+    (skipped,) = _verify.verify(report, [])  # without --all or its id: listed, not run
+    assert skipped["verdict"] == "skipped: not-needed here (name its id or pass --all to run it)", skipped
