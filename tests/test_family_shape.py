@@ -268,6 +268,36 @@ def test_every_fix_id_has_its_page_and_the_readme_links_it() -> None:
     assert unlinked == [], f"fix ids the README does not link: {unlinked}"
 
 
+def test_every_declared_reproduction_ships_in_its_own_wheel() -> None:
+    """A fix's ``FixSpec.reproduction`` names a function of its own distribution's module (the wheel
+    carries it: ``torchfix-doctor verify`` runs it on a user's machine), importable without torch
+    (the module imports torch inside its functions), and the function takes no arguments."""
+    import importlib
+    import inspect
+
+    problems, declared = [], 0
+    for package in FIXES:
+        for fix_id, value in family.fix_entry_points(package).items():
+            module, _, attr = value.partition(":")
+            reproduction = getattr(importlib.import_module(module), attr).reproduction
+            if reproduction is None:
+                continue
+            declared += 1
+            target, _, name = reproduction.run.partition(":")
+            if target.split(".")[0] != module_dir(package).name:
+                problems.append(f"{fix_id}: {reproduction.run} is not in {module_dir(package).name}")
+                continue
+            code = f"import sys, {target}; print('torch' in sys.modules)"
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+            if out.returncode != 0 or out.stdout.strip() != "False":
+                problems.append(f"{fix_id}: importing {target} failed or imported torch: {out.stderr[-300:]}")
+            function = getattr(importlib.import_module(target), name, None)
+            if function is None or inspect.signature(function).parameters:
+                problems.append(f"{fix_id}: {reproduction.run} is not a function of no arguments")
+    assert declared, "no fix declares a reproduction: the scan is broken"
+    assert problems == [], "\n".join(problems)
+
+
 WHO_IS_HIT = ("**Releases:**", "**Libraries:**", "**Conditions:**")
 
 
