@@ -1,9 +1,11 @@
 """Demo of torchfix-aot-fallback (CPU, under a minute): ``python packages/torchfix-aot-fallback/demo.py``.
 
-Runs one script twice in fresh interpreters: with ``TORCHFIX_DISABLE=aot-fallback`` the AOT compile
-of a model with a graph break raises ``torch._dynamo.exc.Unsupported``; with the fix it returns a
-JIT callable whose output matches eager, a backend ``AssertionError`` still propagates, and a
-loaded artifact called with another input shape is served by JIT instead of raising.
+Runs, without the fix and with it (every other fix off), first the scenario behind the fix's
+declared reproduction (``python -m torchfix_aot_fallback.reproduction``, shipped in the wheel): the
+AOT compile of a function with a graph break raises ``torch._dynamo.exc.Unsupported`` without the
+fix and returns a JIT callable whose output matches eager with it; then one script showing that a
+backend ``AssertionError`` still propagates and that a loaded artifact called with another input
+shape is served by JIT instead of raising.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ import sys
 import tempfile
 import textwrap
 
-from torchfix_core.testing import clean_environ
+from torchfix_core.testing import clean_environ, only_fix, run_json_script_timed
+
+FIX_ID = "aot-fallback"
+#: the scenario behind the declared reproduction, shipped in the wheel
+SCENARIO = "torchfix_aot_fallback.reproduction"
 
 SCRIPT = textwrap.dedent(
     """
@@ -23,21 +29,10 @@ SCRIPT = textwrap.dedent(
     torch._dynamo.config.enable_aot_compile = True
     logging.basicConfig(format="    log: %(message)s")
 
-    def model(x):
-        y = x.sin()
-        torch._dynamo.graph_break()
-        return y.cos()
-
     def plain(x):
         return x.sin() + 1
 
     x = torch.randn(16)
-    try:
-        fn = torch.compile(model, fullgraph=True, backend="aot_eager").aot_compile(((x,), {}))
-        print(f"  graph-break model: {type(fn).__name__}, matches eager: {torch.allclose(fn(x), model(x))}")
-    except Exception as e:
-        print(f"  graph-break model: {type(e).__name__}: {str(e).splitlines()[0]}")
-
     def bad_backend(gm, example_inputs):
         raise AssertionError("a real compiler bug")
     try:
@@ -61,10 +56,24 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run(title: str, env_extra: dict[str, str]) -> None:
+def graph_break_line(env: dict[str, str]) -> str:
+    """The declared reproduction's scenario in a fresh interpreter: one line."""
+    r = run_json_script_timed(["-m", SCENARIO], env=env)
+    if "error" in r:
+        return f"  graph-break model: {r['error'][:200]}"
+    if r["raised"]:
+        return f"  graph-break model: {r['raised']}: {r['msg']} ({r['seconds']:.1f} s)"
+    return (
+        f"  graph-break model: {r['type']}, output against eager: max abs diff {r['max_abs_diff']:.3g} "
+        f"({r['seconds']:.1f} s)"
+    )
+
+
+def run(title: str, enabled: bool) -> None:
     cache = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="aotfb-demo-")}
-    env = clean_environ({**cache, **env_extra})
+    env = clean_environ({**cache, **only_fix(FIX_ID, enabled)})
     print(title)
+    print(graph_break_line({**cache, **only_fix(FIX_ID, enabled)}))
     script = os.path.join(tempfile.mkdtemp(prefix="aotfb-demo-"), "demo_script.py")
     with open(script, "w") as f:
         f.write(SCRIPT)
@@ -79,8 +88,8 @@ def run(title: str, env_extra: dict[str, str]) -> None:
 
 def main() -> None:
     print("== aot-fallback: torch AOT compile has no JIT fallback ==")
-    run("-- torchfix disabled (TORCHFIX_DISABLE=aot-fallback):", {"TORCHFIX_DISABLE": "aot-fallback"})
-    run("-- torchfix enabled:", {})
+    run("-- without the fix (TORCHFIX_DISABLE=all):", False)
+    run("-- with the fix (TORCHFIX_DISABLE=all, TORCHFIX_AOT_FALLBACK_ENABLED=1):", True)
 
 
 if __name__ == "__main__":

@@ -16,17 +16,17 @@ implies. Two more fresh interpreters (about 30 s each), each with its own compil
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 
 from torchfix_core.testing import describe_failure, only_fix, run_json_script_timed
 
-SCENARIOS = Path(__file__).resolve().parent / "tests" / "_scenarios.py"
-BUDGET_RNG = Path(__file__).resolve().parent / "tests" / "_budget_rng_scenarios.py"
+#: the scenarios behind the declared reproductions, shipped in the wheel
+SCENARIOS = "torchfix_recompute_cache.reproduction"
+BUDGET_RNG = "torchfix_recompute_cache.reproduction_budget_rng"
 
 
 def show(label: str, name: str, fix: bool) -> None:
     """Run scenario ``name`` in a fresh interpreter, recompute-cache alone on or off; print one line."""
-    r = run_json_script_timed([SCENARIOS, name], env=only_fix("recompute-cache", fix))
+    r = run_json_script_timed(["-m", SCENARIOS, name], env=only_fix("recompute-cache", fix))
     head = f"  {label:<22} torch {r.get('torch', '?')}, fix {r.get('state', '?')}, {r['seconds']:.1f} s: "
     lru = "LRU reordering " + ("on" if r.get("reorders") else "off")
     if r["ok"] and "grads_match" in r:
@@ -39,7 +39,7 @@ def show_budget_rng(label: str, fix: bool) -> None:
     """The budget-rng suite (dropout at budgets 0.5 and 0) in a fresh interpreter; print one line."""
     with tempfile.TemporaryDirectory() as cache:  # never an artifact compiled in the other state
         env = {**only_fix("budget-rng", fix), "TORCHINDUCTOR_CACHE_DIR": cache}
-        r = run_json_script_timed([BUDGET_RNG, "suite", "aot_eager"], env=env)
+        r = run_json_script_timed(["-m", BUDGET_RNG, "suite", "aot_eager"], env=env)
     head = f"  {label:<22} torch {r.get('torch', '?')}, fix {r.get('state', '?')}, {r['seconds']:.1f} s: "
     if not r["ok"]:
         print(head + describe_failure(r, 100))

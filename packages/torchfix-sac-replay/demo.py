@@ -9,16 +9,17 @@ compiled-forward/eager-replay mismatch with the fix to show the explained error.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from torchfix_core.testing import describe_failure, only_fix, run_json_script_timed
 
-TESTS = Path(__file__).resolve().parent / "tests"
+#: the scenarios behind the declared reproductions, shipped in the wheel (``python -m`` them)
+SAC_REPLAY = "torchfix_sac_replay.reproduction_sac_replay"
+BACKWARD_CONTEXT = "torchfix_sac_replay.reproduction_backward_context"
+STORAGE_KEY = "torchfix_sac_replay.reproduction_sac_storage_key"
 
 
-def run(script: str, fix_id: str, fix: bool, *args: str) -> dict[str, object]:
-    """One scenario of ``tests/<script>`` in a fresh interpreter, ``fix_id`` alone on or off."""
-    return run_json_script_timed([TESTS / script, *args], env=only_fix(fix_id, fix))
+def run(module: str, fix_id: str, fix: bool, *args: str) -> dict[str, object]:
+    """One scenario of ``module`` in a fresh interpreter, ``fix_id`` alone on or off."""
+    return run_json_script_timed(["-m", module, *args], env=only_fix(fix_id, fix))
 
 
 def show(label: str, r: dict[str, object], fix_key: str, ok_text: str) -> None:
@@ -32,10 +33,10 @@ def main() -> None:
     print("  a guarded global flips before backward(), backward() on a threading.Thread (CPU stand-in")
     print("  for the CUDA autograd worker thread):")
     for label, fix in (("without the fix (disabled):", False), ("with the fix:", True)):
-        r = run("sac_scenarios.py", "sac-replay", fix, "guard_miss")
+        r = run(SAC_REPLAY, "sac-replay", fix, "guard_miss")
         show(label, r, "fix", f"OK (gradients equal the eager reference: {r.get('grad_match')})")
     print("  compiled forward replayed eagerly (BRIEF 1.1), with the fix: the error says why")
-    r = run("sac_scenarios.py", "sac-replay", True, "eager_replay")
+    r = run(SAC_REPLAY, "sac-replay", True, "eager_replay")
     if r["ok"]:
         print("  (no error: the fix is not needed on this torch)")
     else:
@@ -54,7 +55,7 @@ def backward_context() -> None:
     print("  region A's compiled backward on the calling thread, region B's on a second device's autograd")
     print("  worker thread (torch's Python PrivateUse1 backend stands in for a GPU), both inside at once:")
     for label, fix in (("without the fix (disabled):", False), ("with the fix:", True)):
-        r = run("backward_context_scenarios.py", "backward-context", fix, "--timeout", "10")
+        r = run(BACKWARD_CONTEXT, "backward-context", fix, "--timeout", "10")
         threads = sorted({row["thread"] for row in r.get("seen", [])})  # type: ignore[attr-defined]
         show(label, r, "backward-context", f"OK on threads {threads}, gradients correct: {r.get('grad_ok')}")
 
@@ -66,7 +67,7 @@ def storage_key() -> None:
     print("  dict in the forward, so the recompute skips it; then the same with plain tensors of equal shapes:")
     for scenario in ("upstream", "silent"):
         for label, fix in (("without the fix (disabled):", False), ("with the fix:", True)):
-            r = run("storage_key_scenarios.py", "sac-storage-key", fix, scenario)
+            r = run(STORAGE_KEY, "sac-storage-key", fix, scenario)
             show(f"{scenario:<8} {label}", r, "fix", f"OK, gradient correct: {r.get('grad_match')}")
 
 

@@ -4,42 +4,66 @@ that are not "AOT unsupported" propagate unchanged on both the AOT and the JIT p
 from __future__ import annotations
 
 import pytest
-from _helpers import IN_RANGE, run_with_models
+from _helpers import IN_RANGE, run, run_with_models
+from torchfix_core.testing import reproduce
 
 pytestmark = pytest.mark.skipif(not IN_RANGE, reason="torch outside the validated range (see test_versions.py)")
+FIX_ID = "aot-fallback"
 
+# the scenario behind the declared reproduction, shipped in the wheel (torchfix_aot_fallback.reproduction)
 GRAPH_BREAK_AOT = """
-from aotfb_models import graph_break
-x = torch.randn(16)
-try:
-    compiled = torch.compile(graph_break, fullgraph=True, backend=BACKEND).aot_compile(((x,), {}))
-except Exception as e:
-    emit(raised=type(e).__name__, msg=str(e).splitlines()[0])
-else:
-    from torchfix_aot_fallback import api
-    out = compiled(x)
-    emit(raised=None, type=type(compiled).__name__, match=bool(torch.allclose(out, graph_break(x))),
-         records=[r.kind for r in api.fallbacks()], state=fix_state())
+from torchfix_aot_fallback.reproduction import graph_break_aot
+emit(**graph_break_aot(), state=fix_state())
 """
+MODEL = "torchfix_aot_fallback.reproduction.graph_break"
 
 
 def test_graph_break_aot_compile_fails_without_fix(tmp_path):
-    r = run_with_models(GRAPH_BREAK_AOT, tmp_path, disable=True)
+    r = run(GRAPH_BREAK_AOT, tmp_path, disable=True)
     assert r["raised"] == "Unsupported", r
     assert "graph_break" in r["msg"]
+    assert r["state"][0] == "disabled", r
 
 
 def test_graph_break_aot_compile_passes_with_fix(tmp_path):
-    r = run_with_models(GRAPH_BREAK_AOT, tmp_path)
+    r = run(GRAPH_BREAK_AOT, tmp_path)
     assert r["raised"] is None, r
     assert r["type"] == "JITFallback" and r["match"] is True
     assert r["records"] == ["compile"]
     state, reason = r["state"]
-    assert state == "applied" and "1 compile" in reason and "graph_break" in reason
-    warnings = [
-        line for line in r["stderr"].splitlines() if "AOT compile of aotfb_models.graph_break is unsupported" in line
-    ]
+    assert state == "applied" and "1 compile" in reason and MODEL in reason
+    warnings = [line for line in r["stderr"].splitlines() if f"AOT compile of {MODEL} is unsupported" in line]
     assert len(warnings) == 1, r["stderr"]
+    # the fix's memo went to the scenario's own temporary directory, not the run's Inductor cache
+    assert not (tmp_path / "inductor" / "torchfix").exists()
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) ------------------
+
+
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it():
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``,
+    every other fix off): ``Unsupported`` without the fix, a JIT fallback equal to eager with it."""
+    off, on = reproduce(FIX_ID, False), reproduce(FIX_ID, True)
+    assert off["outcome"]["result"] == "observed" and off["state"] == "disabled", off
+    assert off["outcome"]["measure"].startswith("Unsupported: "), off
+    assert "graph_break" in off["outcome"]["measure"], off
+    assert on["outcome"] == {
+        "result": "not-observed",
+        "measure": "AOT compile of a graph-breaking function returned JITFallback; its output against eager: "
+        "max abs diff 0",
+        "detail": "",
+    }, on
+    assert on["state"] == "applied", on
+
+
+def test_declared_reproduction_twice_makes_the_aot_attempt_each_time(tmp_path):
+    """Deterministic: the memo the first run wrote (its own temporary directory) never turns the
+    second into a memo skip, whatever Inductor cache directory the two share."""
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    first, second = reproduce(FIX_ID, True, env=env), reproduce(FIX_ID, True, env=env)
+    assert first["outcome"] == second["outcome"] and first["outcome"]["result"] == "not-observed", (first, second)
+    assert not (tmp_path / "inductor" / "torchfix").exists()
 
 
 DIRECT = """

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from torchfix_core.testing import state_to_expect
+from torchfix_core.testing import reproduce, state_to_expect
 
 MAGI = importlib.util.find_spec("magi_compiler") is not None
 pytestmark = pytest.mark.skipif(not MAGI, reason="magi_compiler is not installed (nox -s magi installs it)")
@@ -148,3 +148,27 @@ def test_strict_mode_propagates_the_original_error(tmp_path: Path, without_fix: 
     expected = without_fix[model]
     assert (out["error_type"], out["error"]) == (expected["error_type"], expected["error"]), out
     assert out["magi_fallbacks"] == [] and out["torch_fallbacks"] == [], out
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) ------------------
+
+
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it(
+    without_fix: dict[str, dict[str, Any]],
+) -> None:
+    """The spec's reproduction (the driver's ``plain`` scenario, shipped in
+    ``torchfix_aot_fallback.reproduction``), run as ``verify`` runs it (every other fix off, the
+    torch-level ``aot-fallback`` included): where Magi's AOT path cannot work on this torch, the
+    ``"self"`` closure ``ValueError`` without the fix and a JIT run equal to eager with it; where it
+    can, no bug either way."""
+    off, on = reproduce(FIX_ID, False), reproduce(FIX_ID, True, env=with_fix())
+    assert off["state"] == "disabled", off
+    assert on["state"] == "applied", on
+    assert on["outcome"]["result"] == "not-observed", on
+    if aot_broken_here(without_fix):
+        assert off["outcome"]["result"] == "observed", off
+        assert off["outcome"]["measure"].startswith("ValueError: tuple.index(x): x not in tuple"), off
+        assert "'self' closure variable" in on["outcome"]["measure"] and "ran on JIT" in on["outcome"]["measure"], on
+    else:
+        assert off["outcome"]["result"] == "not-observed", off
+        assert "Magi's AOT path compiled and ran the model" in on["outcome"]["measure"], on

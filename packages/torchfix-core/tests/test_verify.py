@@ -113,7 +113,7 @@ def test_the_kit_runs_the_same_declared_reproduction() -> None:
 @pytest.mark.parametrize(
     ("mode", "verdict", "status"),
     [
-        ("always", "the bug reproduces although the fix is not-needed: torchfix does not repair it here", 1),
+        ("always", "the bug reproduces although the probe says not-needed: torchfix does not repair it here", 1),
         ("absent", "the bug does not reproduce: upstream's fix (or this release) holds", 0),
     ],
     ids=["bug-shows", "upstream-fix-holds"],
@@ -132,3 +132,16 @@ def test_a_not_needed_fix_runs_once_and_the_bug_showing_exits_1(
     assert row["verdict"].startswith(verdict) and row["exit"] == status, row
     (skipped,) = _verify.verify(report, [])  # without --all or its id: listed, not run
     assert skipped["verdict"] == "skipped: not-needed here (name its id or pass --all to run it)", skipped
+
+
+def test_a_bug_outside_the_validated_range_is_reported_not_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``out-of-range`` records where the fix was validated, not that the bug is absent (recompute-cache
+    on torch 2.8: the bug, but not the switch the fix needs): the row says so; exit 0."""
+    from torchfix_core import _verify
+
+    monkeypatch.setenv("DEMO_REPRODUCTION", "always")
+    report = {"fixes": [{"id": DEMO, "state": "out-of-range", "reason": "torch 2.5 not in >=9"}]}
+    (row,) = _verify.verify(report, [DEMO])
+    assert row["with"] is None and row["exit"] == 0, row
+    assert row["verdict"].startswith("the bug reproduces here, outside the fix's validated range"), row
+    assert "TORCHFIX_FORCE" in row["verdict"], row

@@ -1,17 +1,22 @@
 """Reproduction of pytorch#190758 / #190717 on CPU (red without the fix, green with it) and the cases
 where the fix must stay out of the way. Every scenario runs in a fresh interpreter
-(``_budget_rng_scenarios.py``) with its own compile cache directory, so that each compiles afresh
-(what a shared cache does is ``test_budget_rng_cache.py``'s subject)."""
+(``torchfix_recompute_cache.reproduction_budget_rng``, shipped with the declared reproduction; the
+tests' own scenarios in ``_budget_rng_harness.py``) with its own compile cache directory, so that each
+compiles afresh (what a shared cache does is ``test_budget_rng_cache.py``'s subject)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from torchfix_core.testing import only_fix, outside_validated_range, page_statement, run_json_script
+from torchfix_core.testing import only_fix, outside_validated_range, page_statement, reproduce, run_json_script
 
-SCENARIOS = Path(__file__).resolve().parent / "_budget_rng_scenarios.py"
+#: the scenarios, shipped in the wheel with the declared reproduction (``python -m`` it)
+SCENARIOS = "torchfix_recompute_cache.reproduction_budget_rng"
+#: the tests' own scenarios (the partitions' graph code, the warm compile caches), the rest delegated
+HARNESS = Path(__file__).resolve().parent / "_budget_rng_harness.py"
 FIX_ID = "budget-rng"
 IN_RANGE = outside_validated_range(FIX_ID) is None
 needs_range = pytest.mark.skipif(not IN_RANGE, reason=f"torch outside {FIX_ID}'s validated range")
@@ -20,17 +25,19 @@ needs_range = pytest.mark.skipif(not IN_RANGE, reason=f"torch outside {FIX_ID}'s
 LARGE_MISMATCH = 0.3
 
 
-def run(args: list[str], fix: bool, cache: Path, **env: str) -> dict[str, Any]:
-    """Run one scenario with budget-rng alone on or off and a fresh compile cache."""
+def run(args: list[str], fix: bool, cache: Path, *, harness: bool = False, **env: str) -> dict[str, Any]:
+    """Run one scenario (the shipped module's, or with ``harness`` the tests' own) with budget-rng
+    alone on or off and a fresh compile cache."""
     cache.mkdir(parents=True, exist_ok=True)
     environ = {**only_fix(FIX_ID, fix), "TORCHINDUCTOR_CACHE_DIR": str(cache), **env}
-    result = run_json_script([SCENARIOS, *args], env=environ, timeout=900)
+    script = [HARNESS] if harness else ["-m", SCENARIOS]
+    result = run_json_script([*script, *args], env=environ, timeout=900)
     assert result["ok"], f"{result.get('error_type')}: {result.get('error')}"
     return result
 
 
 def _suite(fix: bool, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run(["suite", "aot_eager", "partitions"], fix, tmp_path_factory.mktemp("cache"))
+    return run(["suite", "aot_eager", "partitions"], fix, tmp_path_factory.mktemp("cache"), harness=True)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +89,35 @@ def test_budget_dropout_grad_passes_with_fix_inductor(tmp_path: Path, budget: st
     r = run(["dropout", budget, "inductor"], True, tmp_path)
     assert r["state"] == "applied", r
     assert_right_mask(r, tolerance=1e-5)  # inductor's vectorized cos differs by an ulp
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) -------------------
+
+
+def _wrong_shares(measure: str) -> dict[str, float]:
+    """``{"0.5": 51.8, "0": 51.8}``: the share (%) of the gradient wrong at each budget of the measure."""
+    return {b: float(pct) for b, pct in re.findall(r"budget ([\d.]+): ([\d.]+)% wrong", measure)}
+
+
+def test_declared_reproduction_shows_the_bug_without_fix() -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``),
+    the fix disabled: at budgets 0.5 and 0 about half the gradient is wrong (the forward's mask is
+    not the backward's)."""
+    off = reproduce(FIX_ID, False)
+    assert off["state"] == "disabled", off
+    assert off["outcome"]["result"] == "observed", off
+    shares = _wrong_shares(off["outcome"]["measure"])
+    assert set(shares) == {"0.5", "0"} and min(shares.values()) > 100 * LARGE_MISMATCH, off
+
+
+@needs_range
+def test_declared_reproduction_shows_no_bug_with_fix() -> None:
+    on = reproduce(FIX_ID, True)
+    assert on["state"] == "applied", on
+    assert on["outcome"]["result"] == "not-observed", on
+    assert on["outcome"]["measure"].endswith(
+        "budget 0.5: 0.0% wrong, max abs diff 0; budget 0: 0.0% wrong, max abs diff 0"
+    ), on  # aot_eager: bit-exact
 
 
 # -- out of the way ----------------------------------------------------------------------------------------

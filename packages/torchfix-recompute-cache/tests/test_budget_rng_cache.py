@@ -5,7 +5,7 @@ and AOTAutograd cache keys cannot see; torchfix-core keys both on the fix while 
 spec's effect is ``compiled``). Each order of the kit's ``WARM_CACHE_ORDERS`` shares one fresh
 ``TORCHINDUCTOR_CACHE_DIR`` between fresh interpreters (budget-rng alone on or off, every other fix
 off), each compiling ``sin(2 * dropout(x, 0.5))`` with inductor at ``activation_memory_budget = 0.5``
-(``dropout_cached`` in ``_budget_rng_scenarios.py``):
+(``dropout_cached`` in ``_budget_rng_harness.py``):
 
 * off, then on without its key term (the red: what the fix was before the key term): the second
   process is served the first one's artifact and its gradient uses a fresh dropout mask;
@@ -32,7 +32,7 @@ BUDGET = "0.5"
 def orders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     def step(which: CacheStep, cache: Path) -> dict[str, Any]:
         options = [] if which.key_term else ["--without-key-term"]
-        return run(["dropout_cached", BUDGET, *options], which.fix, cache)
+        return run(["dropout_cached", BUDGET, *options], which.fix, cache, harness=True)
 
     return warm_cache_runs(step, tmp_path_factory.mktemp("warm-cache"))
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 
 from torchfix_core.testing import FixContract, applied_where, run_json_script
 
-SCENARIOS = Path(__file__).resolve().parent / "_budget_rng_scenarios.py"
+SCENARIOS = "torchfix_recompute_cache.reproduction_budget_rng"
 
 
 def _dropout_recomputed_at_budget() -> bool:
@@ -15,7 +14,7 @@ def _dropout_recomputed_at_budget() -> bool:
     whose mask differs from the forward's (the reproduction itself, not the fix's probe)."""
     with tempfile.TemporaryDirectory() as cache:  # no artifact of a run with the fix
         env = {"TORCHFIX_DISABLE": "budget-rng", "TORCHINDUCTOR_CACHE_DIR": cache}
-        got = run_json_script([SCENARIOS, "dropout", "0.5"], env=env, timeout=600)
+        got = run_json_script(["-m", SCENARIOS, "dropout", "0.5"], env=env, timeout=600)
     return bool(got["mismatch"] > 0.3)
 
 

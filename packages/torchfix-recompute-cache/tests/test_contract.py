@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from torchfix_core.testing import FixContract, applied_where, run_json_script
 
-SCENARIOS = Path(__file__).resolve().parent / "_scenarios.py"
+SCENARIOS = "torchfix_recompute_cache.reproduction"
 
 
 def _lru_reorders_by_default() -> bool:
     """The bug's precondition, observed with the fix disabled: Dynamo moves a hit entry to the front."""
-    got = run_json_script([SCENARIOS, "no_checkpoint"], env={"TORCHFIX_DISABLE": "recompute-cache"}, timeout=300)
+    got = run_json_script(["-m", SCENARIOS, "no_checkpoint"], env={"TORCHFIX_DISABLE": "recompute-cache"}, timeout=300)
     return bool(got["reorders"])
 
 

@@ -1,16 +1,17 @@
 """Reproduction of pytorch#166926 on CPU (red without the fix, green with it) and the cases where the
-fix must stay out of the way. Every scenario runs in a fresh interpreter (``_scenarios.py``): Dynamo's
-cache and the LRU switch are process-wide."""
+fix must stay out of the way. Every scenario runs in a fresh interpreter
+(``torchfix_recompute_cache.reproduction``, shipped with the declared reproduction): Dynamo's cache
+and the LRU switch are process-wide."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from torchfix_core.testing import only_fix, outside_validated_range, run_json_script
+from torchfix_core.testing import only_fix, outside_validated_range, reproduce, run_json_script
 
-SCENARIOS = Path(__file__).resolve().parent / "_scenarios.py"
+#: the scenarios, shipped in the wheel with the declared reproduction (``python -m`` it)
+SCENARIOS = "torchfix_recompute_cache.reproduction"
 FIX_ID = "recompute-cache"
 IN_RANGE = outside_validated_range(FIX_ID) is None
 
@@ -18,7 +19,7 @@ IN_RANGE = outside_validated_range(FIX_ID) is None
 def run(scenario: str, fix: bool | None, backend: str = "aot_eager", **env: str) -> dict[str, Any]:
     """Run one scenario; ``fix`` True/False enables/disables only this fix, None leaves activation off."""
     switches = {"TORCHFIX_AUTOLOAD": "0"} if fix is None else only_fix(FIX_ID, fix)
-    return run_json_script([SCENARIOS, scenario, backend], env={**switches, **env}, timeout=900)
+    return run_json_script(["-m", SCENARIOS, scenario, backend], env={**switches, **env}, timeout=900)
 
 
 def assert_recompute_error(r: dict[str, Any]) -> None:
@@ -74,6 +75,35 @@ def test_uncheckpointed_call_between_forward_and_recompute_fails_without_fix() -
 @needs_range
 def test_uncheckpointed_call_between_forward_and_recompute_passes_with_fix() -> None:
     assert_green(run("checkpointed_then_plain", fix=True))
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) -----------------------
+
+BUG_MEASURE = (
+    "CheckpointError: torch.utils.checkpoint: Recomputed values for the following tensors have different "
+    "metadata than during the forward pass"
+)
+
+
+def test_declared_reproduction_shows_the_bug_without_fix() -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``),
+    the fix disabled: the checkpoint's metadata error in block 1's recompute (every release with the
+    bug, 2.8 included: the fix's range starts where torch has the switch)."""
+    off = reproduce(FIX_ID, False)
+    assert off["state"] == "disabled", off
+    assert off["outcome"]["result"] == "observed", off
+    assert off["outcome"]["measure"].startswith(BUG_MEASURE), off
+
+
+@needs_range
+def test_declared_reproduction_shows_no_bug_with_fix() -> None:
+    on = reproduce(FIX_ID, True)
+    assert on["state"] == "applied", on
+    assert on["outcome"] == {
+        "result": "not-observed",
+        "measure": "the gradients of w, x1, x2 against eager (rtol 1e-05, atol 1e-06): max abs diff 0",
+        "detail": "",
+    }, on
 
 
 # -- out of the way --------------------------------------------------------------------------------------------

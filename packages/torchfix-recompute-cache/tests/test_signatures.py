@@ -1,6 +1,6 @@
 """Signatures and report counts of recompute-cache and budget-rng, from real runs.
 
-recompute-cache: the error of its red reproduction (``_scenarios.py two_checkpointed_blocks``,
+recompute-cache: the error of its red reproduction (``reproduction.py``'s ``two_checkpointed_blocks``,
 pytorch#166926's shape, fix disabled, on the real unpatched torch) is fed with its traceback to
 ``torchfix-doctor explain``, which must name the fix as ``not-installed`` where only the core and the family catalog
 are importable and as ``disabled`` with the fix turned off; the same message without the compiled
@@ -9,7 +9,7 @@ claimed. Its green run counts ``lru-turned-off`` once; a disabled run and a proc
 checkpoints count nothing.
 
 budget-rng is silent (wrong gradients, no error): its signature is a symptom, and the report is the
-proof: the green suite (``_budget_rng_scenarios.py suite``) counts ``saved-random-outputs`` for the
+proof: the green suite (``reproduction_budget_rng.py``'s ``suite``) counts ``saved-random-outputs`` for the
 partitions at budgets 0.5 and 0 only, not at budget 1 nor for a user checkpoint region (nothing to
 fix there); a disabled run shows the wrong mask and counts nothing.
 
@@ -33,7 +33,9 @@ from torchfix_core.testing import (
 )
 from torchfix_core.testing.fixtures import with_and_without_fix
 
-TESTS = Path(__file__).resolve().parent
+#: the scenarios, shipped in the wheel with the declared reproductions (``python -m`` them)
+RECOMPUTE_SCENARIOS = "torchfix_recompute_cache.reproduction"
+BUDGET_SCENARIOS = "torchfix_recompute_cache.reproduction_budget_rng"
 RECOMPUTE = "recompute-cache"
 BUDGET = "budget-rng"
 RECOMPUTE_IN_RANGE = outside_validated_range(RECOMPUTE) is None
@@ -44,12 +46,14 @@ budget_range = pytest.mark.skipif(not BUDGET_IN_RANGE, reason=f"torch outside {B
 
 
 def recompute_run(scenario: str, fix: bool) -> dict[str, Any]:
-    return run_json_script([TESTS / "_scenarios.py", scenario, "aot_eager"], env=only_fix(RECOMPUTE, fix), timeout=900)
+    return run_json_script(
+        ["-m", RECOMPUTE_SCENARIOS, scenario, "aot_eager"], env=only_fix(RECOMPUTE, fix), timeout=900
+    )
 
 
 def budget_run(args: list[str], fix: bool, cache: Path) -> dict[str, Any]:
     environ = {**only_fix(BUDGET, fix), "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    result = run_json_script([TESTS / "_budget_rng_scenarios.py", *args], env=environ, timeout=900)
+    result = run_json_script(["-m", BUDGET_SCENARIOS, *args], env=environ, timeout=900)
     assert result["ok"], f"{result.get('error_type')}: {result.get('error')}"
     return result
 

@@ -1,7 +1,9 @@
-"""Helpers shared by this package's tests: run a reproduction scenario in a fresh interpreter."""
+"""Helpers shared by this package's tests: run a reproduction scenario in a fresh interpreter (the
+scenarios ship in the wheel, behind the declared reproductions: ``torchfix_sac_replay.reproduction_*``)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -11,8 +13,11 @@ from typing import Any, Iterator
 import pytest
 from torchfix_core.testing import only_fix, run_json_script
 
-HERE = Path(__file__).resolve().parent
-SCENARIOS = HERE / "sac_scenarios.py"
+#: sac-replay's scenarios (``python -m`` it)
+SCENARIOS = "torchfix_sac_replay.reproduction_sac_replay"
+#: sac-storage-key's scenarios (``python -m`` it)
+STORAGE_KEY_SCENARIOS = "torchfix_sac_replay.reproduction_sac_storage_key"
+STORAGE_KEY = "sac-storage-key"
 VENVS = Path(os.environ.get("SAC_REPLAY_TEST_VENVS", Path(__file__).resolve().parents[3] / ".venvs"))
 
 
@@ -23,7 +28,7 @@ def scenario(
     python: str = sys.executable,
     timeout: float = 900,
 ) -> dict[str, Any]:
-    """Run ``sac_scenarios.py NAME ARGS`` with only this fix enabled (``fix=True``) or disabled.
+    """Run sac-replay's scenario ``NAME ARGS`` with only this fix enabled (``fix=True``) or disabled.
 
     Every other torchfix fix is disabled so that a sibling package cannot change the result.
     """
@@ -33,7 +38,23 @@ def scenario(
         # would initialise CUDA there, which checkpoint refuses ("device state was initialized in
         # the forward pass"); seen on the H200 machine with torch 2.11. Hide the GPUs.
         env["CUDA_VISIBLE_DEVICES"] = ""
-    return run_json_script([SCENARIOS, name, *args], env=env, python=python, timeout=timeout)
+    return run_json_script(["-m", SCENARIOS, name, *args], env=env, python=python, timeout=timeout)
+
+
+def run_storage_key(name: str, *, fix: bool, timeout: float = 900) -> dict[str, Any]:
+    """Run sac-storage-key's scenario ``name`` in a fresh interpreter, with only sac-storage-key
+    enabled (``fix=True``) or every fix disabled; returns its JSON line."""
+    # CPU scenarios: a first torch.compile inside the checkpointed forward must not initialise CUDA
+    env = {**only_fix(STORAGE_KEY, fix), "CUDA_VISIBLE_DEVICES": ""}
+    return run_json_script(["-m", STORAGE_KEY_SCENARIOS, name], env=env, timeout=timeout)
+
+
+@functools.cache
+def storage_key_bug_present() -> bool:
+    """Whether SAC on the running torch replays one compiled region's saved output for another
+    (sac-storage-key's ``replay`` without the fix, in a fresh interpreter): the tests' own live check,
+    independent of the fix's probe."""
+    return bool(run_storage_key("replay", fix=False)["mixes_regions"])
 
 
 def venv_python(version: str) -> str:

@@ -2,7 +2,7 @@
 
 Region A's compiled backward runs on the calling thread, region B's on the autograd engine's worker
 thread of a second device (torch's Python ``PrivateUse1`` backend stands in for a GPU on a CPU-only
-machine); both wait for each other inside their compiled bodies (``backward_context_scenarios.py``).
+machine); both wait for each other inside their compiled bodies (``reproduction_backward_context.py``).
 torch 2.12 and 2.13 hand both the one ``contextvars.Context`` that ``_engine_run_backward`` stored and
 enter it with ``Context.run``: the second raises "cannot enter context ... is already entered". Each
 case runs in a fresh interpreter, every other torchfix fix disabled unless the case says so
@@ -12,14 +12,14 @@ case runs in a fresh interpreter, every other torchfix fix disabled unless the c
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from torchfix_core.testing import fix_switch, only_fix, run_json_script, state_to_expect
+from torchfix_core.testing import fix_switch, only_fix, reproduce, run_json_script, state_to_expect
 
-SCENARIOS = Path(__file__).resolve().parent / "backward_context_scenarios.py"
+#: the scenario, shipped in the wheel behind the declared reproduction (``python -m`` it)
+SCENARIOS = "torchfix_sac_replay.reproduction_backward_context"
 FIX_ID = "backward-context"
 #: Where the reproduction fails without the fix, established by running it on each release (see
 #: docs/fixes/backward-context.md): 2.12 and 2.13 enter the shared Context; 2.11 and older store none;
@@ -40,11 +40,11 @@ pytestmark = pytest.mark.skipif(
 
 
 def run(*args: str, fix: bool, sac_replay: bool = False, timeout: float = 900) -> dict[str, Any]:
-    """``backward_context_scenarios.py ARGS`` in a fresh interpreter with backward-context on or off
+    """The scenario with ``ARGS`` in a fresh interpreter with backward-context on or off
     (and sac-replay on or off); every other torchfix fix disabled."""
     env = {**only_fix(FIX_ID, fix), **fix_switch("sac-replay", sac_replay)}
     env["CUDA_VISIBLE_DEVICES"] = ""  # the second device is the Python backend, on every machine
-    return run_json_script([SCENARIOS, "--timeout", "10", *args], env=env, timeout=timeout)
+    return run_json_script(["-m", SCENARIOS, "--timeout", "10", *args], env=env, timeout=timeout)
 
 
 def expected_state() -> str:
@@ -104,3 +104,33 @@ def test_checkpointed_regions_pass_with_fix(sac_replay: bool) -> None:
     assert result["backward-context"] == expected_state()
     assert (result["sac-replay"] == "disabled") is not sac_replay
     assert_both_ran_concurrently(result)
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) ------------------
+#: the declared reproduction's measure where both compiled backwards ran at once
+BOTH_RAN = "2 compiled backwards ran at once on 2 threads (calling thread, second device's autograd thread)"
+
+
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it() -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``):
+    the re-entry error without the fix, both compiled backwards at once with it."""
+    if not BUG_PRESENT:
+        pytest.skip(f"torch {torch.__version__} does not enter one shared Context from two threads")
+    off, on = reproduce(FIX_ID, False), reproduce(FIX_ID, True)
+    assert off["outcome"] == {
+        "result": "observed",
+        "measure": "RuntimeError: cannot enter context: <_contextvars.Context object at 0x...> is already entered",
+        "detail": "",
+    }, off
+    assert off["state"] == "disabled", off
+    assert on["outcome"]["result"] == "not-observed" and on["state"] == "applied", on
+    assert on["outcome"]["measure"].startswith(BOTH_RAN), on
+    assert on["outcome"]["measure"].endswith("seen on 2 of 2 threads"), on
+
+
+def test_declared_reproduction_shows_no_bug_where_torch_has_none() -> None:
+    if BUG_PRESENT:
+        pytest.skip("this torch has the bug")
+    off = reproduce(FIX_ID, False)
+    assert off["outcome"]["result"] == "not-observed", off
+    assert off["outcome"]["measure"].startswith(BOTH_RAN), off

@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch._dynamo
 import torchfix_core
-from sac_scenarios import on_thread
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 from torch.utils.checkpoint import _CheckpointFrame, checkpoint, create_selective_checkpoint_contexts
 from torchfix_sac_replay.carry import ForwardContextRecompute
+from torchfix_sac_replay.reproduction_sac_replay import on_thread
 
 FORWARD = {"recompile_limit": 64, "capture_scalar_outputs": True, "dynamic_sources": "L['n']"}
 DEFAULTS = {"recompile_limit": 8, "capture_scalar_outputs": False, "dynamic_sources": ""}

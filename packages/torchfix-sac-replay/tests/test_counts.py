@@ -26,10 +26,7 @@ from typing import Any, Callable
 import pytest
 import torch
 import torch._higher_order_ops.wrap
-from conftest import scenario
-from storage_key_scenarios import FIX_ID as STORAGE_KEY
-from storage_key_scenarios import bug_present as storage_key_bug_present
-from storage_key_scenarios import run as run_storage_key
+from conftest import STORAGE_KEY, run_storage_key, scenario, storage_key_bug_present
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
 from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 from torchfix_core.testing import only_fix, run_json_script
@@ -107,7 +104,7 @@ needs_hop = pytest.mark.skipif(
     not hasattr(torch._higher_order_ops.wrap, "inductor_compiled_code"), reason="torch has no inductor_compiled_code"
 )
 
-#: two regions recorded by SAC, the second replayed (storage_key_scenarios.replay), under a policy
+#: two regions recorded by SAC, the second replayed (``reproduction_sac_storage_key.replay``), under a policy
 #: that saves the regions (``save``) or recomputes them (``recompute``)
 REGIONS = textwrap.dedent(
     """

@@ -55,7 +55,7 @@ def test_eager_replay_mismatch_error_is_explained_with_fix(bug_present: bool) ->
         assert "aten.mm.out" in message  # what the compiled forward recorded
     else:
         assert "compiled forward replayed eagerly (likely)" in message and "Forward recorded: nothing." in message
-    assert "sac_scenarios.py" in message and "in f" in message  # where the eager op came from
+    assert "reproduction_sac_replay.py" in message and "in f" in message  # where the eager op came from
     assert "checkpoint_wrapper" in message  # the remedy
     assert "recompile limit hit" not in message and "autotuning during recompute" not in message
 

@@ -4,13 +4,19 @@ The forward thread raised ``recompile_limit`` to 64 and the compiled block alrea
 entries; a guarded global flips between forward and backward, and backward runs on a
 ``threading.Thread`` (the CPU stand-in for the CUDA autograd worker). Without the fix the recompute
 reads the default limit 8, Dynamo falls back to eager, and SAC's replay fails. Each case runs in a
-fresh interpreter (``TORCHFIX_SAC_REPLAY_ENABLED=0`` = without the fix).
+fresh interpreter (``TORCHFIX_SAC_REPLAY_ENABLED=0`` = without the fix); the declared reproduction
+(``torchfix_sac_replay.reproduction:sac_replay``) is the ``checkpoint`` case.
 """
 
 from __future__ import annotations
 
 import pytest
 from conftest import scenario
+from torchfix_core.testing import reproduce
+
+FIX_ID = "sac-replay"
+#: the declared reproduction's measure where the gradients came out right
+MATCHED = "backward on a second thread after a recompute-time guard miss: gradients match the un-checkpointed eager"
 
 
 @pytest.mark.parametrize("layout", ["checkpoint", "checkpoint_wrapper"])
@@ -60,3 +66,28 @@ def test_recompile_limit_in_recompute_is_explained_with_fix(bug_present: bool) -
     assert "torch._dynamo.config.recompile_limit: forward 9, recompute thread 8" in message
     assert result["cause_type"] == "builtins.RuntimeError"
     assert "not found in storage" in result["cause"]
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) ------------------
+
+
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it(bug_present: bool) -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``):
+    SAC's "not found in storage" without the fix, gradients matching the eager reference with it."""
+    if not bug_present:
+        pytest.skip("config is process-global on this torch: no bug to show")
+    off, on = reproduce(FIX_ID, False), reproduce(FIX_ID, True)
+    assert off["outcome"]["result"] == "observed" and off["state"] == "disabled", off
+    assert off["outcome"]["measure"].startswith("RuntimeError: aten.mm.default encountered during backward"), off
+    assert off["outcome"]["measure"].endswith("not found in storage"), off
+    assert on["outcome"]["result"] == "not-observed" and on["state"] == "applied", on
+    assert on["outcome"]["measure"].startswith(MATCHED), on
+
+
+def test_declared_reproduction_shows_no_bug_where_config_is_process_global(bug_present: bool) -> None:
+    """torch <= 2.11: the recompute on another thread reads the same (process-global) config."""
+    if bug_present:
+        pytest.skip("this torch has per-context compiler config: the bug is present")
+    off = reproduce(FIX_ID, False)
+    assert off["outcome"]["result"] == "not-observed", off
+    assert off["outcome"]["measure"].startswith(MATCHED), off

@@ -19,10 +19,10 @@ import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.utils
-from sac_scenarios import on_thread
 from torch.utils.checkpoint import _CheckpointFrame, checkpoint
 from torchfix_sac_replay import explain
 from torchfix_sac_replay.carry import ForwardContextRecompute
+from torchfix_sac_replay.reproduction_sac_replay import on_thread
 
 REASONS = 10_000
 C = TypeVar("C", bound=type)

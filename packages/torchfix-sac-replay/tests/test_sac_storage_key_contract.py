@@ -5,7 +5,7 @@ torch._dynamo nor the implementation module: the contract's ``activated_at_impor
 
 from __future__ import annotations
 
-from storage_key_scenarios import bug_present
+from conftest import storage_key_bug_present as bug_present
 from torchfix_core.testing import FixContract
 
 _SAC_MODES = ("_CachingTorchDispatchMode", "_CachedTorchDispatchMode")  # torch.utils.checkpoint's

@@ -7,15 +7,18 @@ in a dict) gets the skipped region's saved outputs for the next region: torch 2.
 ``IndexError: tuple index out of range``, and with matching shapes the gradient is silently wrong.
 torch 2.13+ keys the storage per region (``_sac_storage_key``, PR #183080). Each case runs in a fresh
 interpreter (``TORCHFIX_SAC_STORAGE_KEY_ENABLED=0`` = without the fix); ``bug_present`` is the
-tests' own check (``storage_key_scenarios.replay``), not the fix's probe.
+tests' own check (``conftest.storage_key_bug_present``: the ``replay`` scenario), not the fix's probe;
+the declared reproduction (``torchfix_sac_replay.reproduction:sac_storage_key``) is upstream's case.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch._higher_order_ops.wrap
-from storage_key_scenarios import FIX_ID, bug_present, run
-from torchfix_core.testing import only_fix, run_json_script, state_to_expect
+from conftest import STORAGE_KEY as FIX_ID
+from conftest import run_storage_key as run
+from conftest import storage_key_bug_present as bug_present
+from torchfix_core.testing import only_fix, reproduce, run_json_script, state_to_expect
 
 #: torch 2.8/2.9 have no inductor_compiled_code HOP (compiled code never reaches SAC as one op): nothing
 #: to reproduce; the fix is out-of-range there and, forced, not-needed (the contract's forced case)
@@ -132,3 +135,28 @@ print(json.dumps({{"state": str(row.state), "reason": row.reason}}))
 def test_probe_is_not_confused_by_an_active_dispatch_mode(expected_state: str) -> None:
     result = run_json_script(["-c", UNDER_A_MODE.format(fix=FIX_ID)], env={"TORCHFIX_AUTOLOAD": "0"})
     assert result["state"] == expected_state, result
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) ------------------
+#: the declared reproduction's measure where backward completed with the right gradient
+COMPLETES = "backward completes; gradient equals the un-checkpointed program's (max abs error 0)"
+
+
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it(present: bool) -> None:
+    """The spec's reproduction (upstream's regression test), run as ``verify`` runs it (``python -m
+    torchfix_core.reproduction``): the recompute's error without the fix, the right gradient with it."""
+    if not present:
+        pytest.skip("torch keys SAC's storage per compiled region here: no bug to show")
+    off, on = reproduce(FIX_ID, False), reproduce(FIX_ID, True)
+    assert off["outcome"]["result"] == "observed" and off["state"] == "disabled", off
+    kind, _, message = off["outcome"]["measure"].partition(": ")
+    assert SYMPTOMS[f"builtins.{kind}"] in message and message.endswith("(in the checkpoint's recompute)"), off
+    assert on["outcome"] == {"result": "not-observed", "measure": COMPLETES, "detail": ""}, on
+    assert on["state"] == "applied", on
+
+
+def test_declared_reproduction_shows_no_bug_where_torch_keys_per_region(present: bool) -> None:
+    if present:
+        pytest.skip("this torch shares one SAC queue among compiled regions")
+    off = reproduce(FIX_ID, False)
+    assert off["outcome"] == {"result": "not-observed", "measure": COMPLETES, "detail": ""}, off

@@ -7,11 +7,11 @@ family catalog; in this environment with the fix turned off, as ``disabled``. Th
 on) shows the fix acted (``torchfix_core.report()``: ``acted > 0``, the event that says how); a run
 with the fix off, or where its probe says ``not-needed``, shows ``acted == 0``.
 
-* sac-replay: ``sac_scenarios.py guard_miss`` (backward on a second thread); event
+* sac-replay: ``reproduction_sac_replay.py guard_miss`` (backward on a second thread); event
   ``recompute-in-forward-context``.
-* sac-storage-key: ``storage_key_scenarios.py upstream`` (upstream's DTensor regression test) and
+* sac-storage-key: ``reproduction_sac_storage_key.py upstream`` (upstream's DTensor regression test) and
   ``silent`` (the wrong gradient, the silent signature's proof); event ``keyed-region-queue``.
-* backward-context: ``backward_context_scenarios.py`` (two compiled backwards at once); event
+* backward-context: ``reproduction_backward_context.py`` (two compiled backwards at once); event
   ``copied-context``.
 """
 
@@ -23,9 +23,7 @@ from typing import Any
 import pytest
 import torch
 import torch._higher_order_ops.wrap
-from conftest import scenario
-from storage_key_scenarios import bug_present as storage_key_bug_present
-from storage_key_scenarios import run as run_storage_key
+from conftest import run_storage_key, scenario, storage_key_bug_present
 from torchfix_core.testing import applied_report, assert_explained_both_ways, failure_text, state_to_expect
 from torchfix_core.testing.fixtures import with_and_without_fix
 
@@ -44,7 +42,7 @@ def _red(result: dict[str, Any], present: bool, fix_id: str) -> dict[str, Any]:
 
 
 # -- sac-replay ------------------------------------------------------------------------------------
-#: ``guard_miss_with`` / ``guard_miss_without``: ``sac_scenarios.py guard_miss``, once a module each
+#: ``guard_miss_with`` / ``guard_miss_without``: ``reproduction_sac_replay.py guard_miss``, once a module each
 guard_miss_with, guard_miss_without = with_and_without_fix(lambda fix: scenario("guard_miss", fix=fix))
 
 
@@ -81,7 +79,7 @@ def storage_key_present() -> bool:
     return storage_key_bug_present()
 
 
-#: ``upstream_with`` / ``upstream_without``: ``storage_key_scenarios.py upstream``, once a module each
+#: ``upstream_with`` / ``upstream_without``: ``reproduction_sac_storage_key.py upstream``, once a module each
 upstream_with, upstream_without = with_and_without_fix(lambda fix: run_storage_key("upstream", fix=fix))
 
 

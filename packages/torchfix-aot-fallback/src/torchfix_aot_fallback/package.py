@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports no torch)."""
 
-from torchfix_core.spec import Effect, EnvSwitch, FixSpec, Signature
+from torchfix_core.spec import Effect, EnvSwitch, FixSpec, Reproduction, Signature
 
 #: no fallback at all: every AOT failure propagates (read by torchfix_aot_fallback.policy)
 STRICT = EnvSwitch(
@@ -48,6 +48,11 @@ FIX = FixSpec(
     upstream=("MagiCompiler PR #89 (AOT -> JIT fallback; torch itself has no issue for it)",),
     switches=(STRICT, MEMO),
     signatures=SIGNATURES,
+    reproduction=Reproduction(
+        run="torchfix_aot_fallback.reproduction:aot_fallback",
+        measure="the AOT compile's exception for a graph-breaking function, or its output against eager",
+        seconds=10,
+    ),
 )
 
 MAGI_FIX = FixSpec(
@@ -81,5 +86,13 @@ MAGI_FIX = FixSpec(
             when="raised by MagiCompiler's AOT compile of a model (MAGI_COMPILE_AOT=1): graph breaks, SimpleFSDP "
             "code; Magi's JIT path would run it",
         ),
+    ),
+    # written from tests/_magi_aot_driver.py's "plain" scenario, not run here (no Magi on this
+    # machine): seconds is an estimate; tests/test_magi_aot_fallback.py runs it under nox -s magi
+    reproduction=Reproduction(
+        run="torchfix_aot_fallback.reproduction:magi_aot_fallback",
+        measure="the exception that aborts a plain model's call in Magi's AOT mode, or its output against eager",
+        libraries={"magi_compiler": ""},
+        seconds=30,
     ),
 )

@@ -13,10 +13,11 @@ fit the time left (from the declared ``seconds``), and says so. Fixes given by i
 state, unless they are ``not-installed`` or ``failed``.
 
 Exit status: 1 when a fix did not repair its bug here (a new variant: the row says what to attach
-and where to report it), or the bug reproduced where the probe said ``not-needed`` or the range
-keeps the fix out; 2 when a reproduction broke while running (the row says why) or on bad input
+and where to report it), or the bug reproduced where the probe said ``not-needed``; 2 when a reproduction broke while running (the row says why) or on bad input
 (an unknown id, a budget that is not a number); else 0. A skipped reproduction, and a bug the probe
-calls present that does not show on this hardware, are reported, not failures. Progress goes to
+calls present that does not show on this hardware, are reported, not failures; so is a bug that
+reproduces outside a fix's validated range (the range records where the fix was validated: the row
+points to the fix's page and ``TORCHFIX_FORCE``). Progress goes to
 stderr while it runs; ``--json`` prints the rows as JSON.
 """
 
@@ -105,9 +106,18 @@ def _verdict(state: str, without: dict[str, Any] | None, with_fix: dict[str, Any
         why = next(r["outcome"]["detail"] for r in (without, with_fix) if r and r["outcome"]["result"] == "cannot-run")
         return f"skipped: cannot run here ({why})", EXIT_OK
     if with_fix is None:  # not-needed / out-of-range: one run
+        if off == "observed" and state == "out-of-range":
+            # the range says where the fix was validated, not that the bug is absent: a documented
+            # gap (e.g. a release without what the fix needs), not a wrong decision
+            return (
+                "the bug reproduces here, outside the fix's validated range, so torchfix does not apply it: "
+                "see its page (docs/fixes/<id>.md) for where it was validated; TORCHFIX_FORCE=<id> applies it "
+                "anyway (its probe still decides)",
+                EXIT_OK,
+            )
         if off == "observed":
             return (
-                f"the bug reproduces although the fix is {state}: torchfix does not repair it here; "
+                f"the bug reproduces although the probe says {state}: torchfix does not repair it here; "
                 f"report it ({REPORT_TO})",
                 EXIT_NOT_REPAIRED,
             )

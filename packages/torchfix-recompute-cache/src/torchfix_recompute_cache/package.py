@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
 
-from torchfix_core.spec import Effect, EnvSwitch, FixSpec, Signature
+from torchfix_core.spec import Effect, EnvSwitch, FixSpec, Reproduction, Signature
 
 #: Turn Dynamo's LRU reordering off when the fix is applied (torchtitan PR #1991's placement) instead
 #: of at the first activation checkpoint: for recompute schemes that do not go through
@@ -35,7 +35,7 @@ FIX = FixSpec(
         "https://github.com/pytorch/torchtitan/pull/2204",
     ),
     switches=(ALWAYS,),
-    # seen in the red runs of tests/_scenarios.py (two_checkpointed_blocks, checkpointed_then_plain) on
+    # seen in the red runs of ``reproduction.py``'s two_checkpointed_blocks and checkpointed_then_plain on
     # 2.10.0, 2.13.0 and 2.15.0: the same wording; 2.12+ appends a tip naming pytorch#166926 to every
     # CheckpointError, so it is not part of the pattern. The message is also what a checkpointed
     # function that saves other tensors in its recompute raises in eager code; the context (the
@@ -55,6 +55,12 @@ FIX = FixSpec(
                 "automatic dynamic shapes after a new input shape), so the recompute ran another graph"
             ),
         ),
+    ),
+    reproduction=Reproduction(
+        run="torchfix_recompute_cache.reproduction:recompute_cache",
+        measure="the checkpoint's metadata error in the recompute, or the gradients' largest difference from eager",
+        # one run with its interpreter: 7-12 s measured on 2.12.0 and 2.13.0 (2-core CPU, loaded)
+        seconds=15,
     ),
 )
 
@@ -90,5 +96,14 @@ BUDGET_RNG_FIX = FixSpec(
                 "random op) gets wrong gradients: the backward recomputes it with a fresh mask; no error"
             ),
         ),
+    ),
+    reproduction=Reproduction(
+        run="torchfix_recompute_cache.reproduction_budget_rng:budget_rng",
+        measure=(
+            "the share of a compiled dropout's gradient that is wrong, and the largest difference, "
+            "against the forward's mask at budgets 0.5 and 0"
+        ),
+        # one run with its interpreter: 7-17 s measured on 2.8.0, 2.12.0 and 2.13.0 (2-core CPU, loaded)
+        seconds=20,
     ),
 )

@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports nothing from torch)."""
 
-from torchfix_core.spec import Effect, FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Reproduction, Signature
 
 #: When SAC's "not found in storage" means sac-replay's bug (the message alone has other causes).
 _RECOMPUTE_OFF_THREAD = (
@@ -50,7 +50,7 @@ FIX = FixSpec(
         "https://github.com/pytorch/pytorch/pull/191777",
         "https://github.com/PrimeIntellect-ai/prime-rl/pull/3951",
     ),
-    # From the red runs of tests/sac_scenarios.py guard_miss (CPU, backward on a second thread):
+    # From the red runs of ``reproduction_sac_replay.py guard_miss`` (CPU, backward on a second thread):
     # torch 2.12.0 (2.11's wording, lenient replay) and 2.13.0 / 2.15.0 (strict replay's wording).
     signatures=(
         Signature(
@@ -77,6 +77,14 @@ FIX = FixSpec(
             context=_IN_RECOMPUTE,
         ),
     ),
+    reproduction=Reproduction(
+        run="torchfix_sac_replay.reproduction:sac_replay",
+        measure=(
+            "SAC's 'not found in storage' error of a recompute run on a second thread, or the max abs "
+            "gradient error against the un-checkpointed eager reference"
+        ),
+        seconds=25,
+    ),
 )
 
 STORAGE_KEY_FIX = FixSpec(
@@ -102,7 +110,7 @@ STORAGE_KEY_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/pull/177198",
         "https://github.com/pytorch/pytorch/pull/183080",
     ),
-    # From the red runs of tests/storage_key_scenarios.py upstream (DTensor) on torch 2.10.0, 2.11.0
+    # From the red runs of ``reproduction_sac_storage_key.py upstream`` (DTensor) on torch 2.10.0, 2.11.0
     # and 2.12.0; the messages are ordinary ones, so each needs the recompute's frames (context).
     signatures=(
         Signature(
@@ -126,6 +134,14 @@ STORAGE_KEY_FIX = FixSpec(
             ),
             releases="torch >=2.10,<2.13",
         ),
+    ),
+    reproduction=Reproduction(
+        run="torchfix_sac_replay.reproduction:sac_storage_key",
+        measure=(
+            "the error of a recompute that skipped a cached compiled region (upstream's regression test), "
+            "or the max abs gradient error against the un-checkpointed program"
+        ),
+        seconds=30,
     ),
 )
 
@@ -153,7 +169,7 @@ CONTEXT_FIX = FixSpec(
         "https://github.com/pytorch/pytorch/issues/185372",
         "https://github.com/pytorch/pytorch/pull/186659",
     ),
-    # From the red runs of tests/backward_context_scenarios.py on torch 2.12.0 and 2.13.0.
+    # From the red runs of ``reproduction_backward_context.py`` on torch 2.12.0 and 2.13.0.
     signatures=(
         Signature(
             exception="RuntimeError",
@@ -164,5 +180,13 @@ CONTEXT_FIX = FixSpec(
                 "(a CPU region and a GPU region, or regions on two GPUs); intermittent, timing-dependent"
             ),
         ),
+    ),
+    reproduction=Reproduction(
+        run="torchfix_sac_replay.reproduction:backward_context",
+        measure=(
+            "the 'cannot enter context ... is already entered' error of two compiled backwards at once "
+            "(a CPU thread and a second device's), or the threads that ran them and the gradient"
+        ),
+        seconds=25,
     ),
 )

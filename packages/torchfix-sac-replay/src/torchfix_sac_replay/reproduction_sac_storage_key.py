@@ -1,8 +1,12 @@
-"""Reproductions of pytorch/pytorch#175258 for the sac-storage-key tests (one per process).
+"""Reproductions of pytorch/pytorch#175258 (one per process): the scenarios behind sac-storage-key's
+declared reproduction (:func:`torchfix_sac_replay.reproduction.sac_storage_key`: ``upstream``), the
+tests and the demo. Shipped in the wheel so that ``torchfix-doctor verify`` runs on a user's machine
+what the package's tests run; it imports torch inside its functions only.
 
-``python storage_key_scenarios.py NAME`` prints one JSON line: ``fix`` (the fix's state), ``ok``,
-``error_type`` / ``error`` / ``traceback`` when the checkpointed backward raised, the checks each
-scenario makes, and ``report`` (the fix's row of ``torchfix_core.report()``: ``acted``, events).
+``python -m torchfix_sac_replay.reproduction_sac_storage_key NAME`` prints one JSON line: ``fix``
+(the fix's state), ``ok``, ``error_type`` / ``error`` / ``traceback`` when the checkpointed backward
+raised, the checks each scenario makes, and ``report`` (the fix's row of ``torchfix_core.report()``:
+``acted``, events).
 
 * ``upstream``: upstream's regression test ``test_sac_cached_value_fifo_mismatch``
   (``test/dynamo/test_wrap_inductor_compiled_regions.py``, PR #183080) line for line: a fake process
@@ -15,9 +19,6 @@ scenario makes, and ``report`` (the fix's row of ``torchfix_core.report()``: ``a
 * ``replay``: no compiler; two ``inductor_compiled_code`` regions recorded by SAC, only the second
   replayed. ``mixes_regions`` says whether the replay returned the first one's output: the tests'
   own live check of the bug (independent of the fix's probe).
-
-:func:`run` (used by the tests) runs one scenario in a fresh interpreter with every torchfix fix
-disabled except, with ``fix=True``, sac-storage-key.
 """
 
 from __future__ import annotations
@@ -26,28 +27,9 @@ import functools
 import json
 import sys
 import traceback
-from pathlib import Path
 from typing import Any, Callable
 
-HERE = Path(__file__).resolve()
 FIX_ID = "sac-storage-key"
-
-
-def run(name: str, *, fix: bool, timeout: float = 900) -> dict[str, Any]:
-    """Run scenario ``name`` in a fresh interpreter, with only sac-storage-key enabled (``fix=True``)
-    or every fix disabled; returns its JSON line."""
-    from torchfix_core.testing import only_fix, run_json_script
-
-    # CPU scenarios: a first torch.compile inside the checkpointed forward must not initialise CUDA
-    env = {**only_fix(FIX_ID, fix), "CUDA_VISIBLE_DEVICES": ""}
-    return run_json_script([HERE, name], env=env, timeout=timeout)
-
-
-@functools.cache
-def bug_present() -> bool:
-    """Whether SAC on the running torch replays one compiled region's saved output for another
-    (``replay`` without the fix, in a fresh interpreter)."""
-    return bool(run("replay", fix=False)["mixes_regions"])
 
 
 def _fix_state() -> str:
@@ -119,7 +101,12 @@ def upstream() -> dict[str, Any]:
             result["traceback"] = traceback.format_exc()
             return result
         # d(sum(x * sum(arange(4))))/dx = 6 everywhere: the un-checkpointed program's gradient
-        result.update(ok=True, grad_match=bool(torch.equal(local.grad, torch.full((4, 4), 6.0))))
+        expected = torch.full((4, 4), 6.0)
+        result.update(
+            ok=True,
+            grad_match=bool(torch.equal(local.grad, expected)),
+            grad_error=float((local.grad - expected).abs().max()),
+        )
         return result
     finally:
         dist.destroy_process_group()
@@ -187,14 +174,26 @@ def replay() -> dict[str, Any]:
 SCENARIOS = {"upstream": upstream, "silent": silent, "replay": replay}
 
 
-if __name__ == "__main__":
+def run_scenario(name: str) -> dict[str, Any]:
+    """Scenario ``name`` in this interpreter: its result, with the fix's state, torch's version and
+    the fix's report row (the JSON object the module docstring describes)."""
     import torch
     import torch._dynamo  # noqa: F401 - the fix's trigger: applied (or not) before the scenario runs
 
-    result = SCENARIOS[sys.argv[1]]()
+    result = SCENARIOS[name]()
     result["fix"] = _fix_state()
     result["torch"] = torch.__version__
     from torchfix_core.testing import report_of
 
     result["report"] = report_of(FIX_ID)
-    print(json.dumps(result))
+    return result
+
+
+def main(argv: list[str]) -> int:
+    """``NAME``: run one scenario, print its result as one JSON line."""
+    print(json.dumps(run_scenario(argv[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,8 +1,11 @@
-"""Reproduction scenarios, each run in a fresh interpreter by the tests, the demo and the GPU tests
-(the in-process tests import :func:`on_thread` from here).
+"""sac-replay's scenarios, behind its declared reproduction (:func:`torchfix_sac_replay.reproduction.sac_replay`),
+the tests, the demo and the GPU tests (the in-process tests import :func:`on_thread` from here):
 
-    python sac_scenarios.py SCENARIO [--device cpu|cuda] [--wrapper] [--limit N] [--same-thread]
-                                     [--inductor-warmup]
+    python -m torchfix_sac_replay.reproduction_sac_replay SCENARIO [--device cpu|cuda] [--wrapper] [--limit N]
+                                                      [--same-thread] [--inductor-warmup]
+
+Shipped in the wheel so that ``torchfix-doctor verify`` runs on a user's machine what the package's
+tests run; it imports torch inside its functions only.
 
 Prints one JSON line (the last line of stdout) describing what happened, with ``report``: sac-replay's
 row of ``torchfix_core.report()`` (state, ``acted``, events). Torchfix is whatever the environment
@@ -11,8 +14,8 @@ makes it (``TORCHFIX_DISABLE=sac-replay`` = without the fix). Scenarios:
 * ``guard_miss``: BRIEF section 3.4. A compiled block holds 8 Dynamo cache entries, the main thread
   raised ``recompile_limit`` to 64; a SAC-checkpointed call is made, a guarded global flips before
   backward, and backward runs on another thread (CPU: a ``threading.Thread``; CUDA: the autograd
-  engine's worker thread, plain ``backward()``). Reports the error (if any) and whether the gradients
-  equal an un-checkpointed eager reference.
+  engine's worker thread, plain ``backward()``). Reports the error (if any), whether the gradients
+  equal an un-checkpointed eager reference (``grad_match``) and the largest difference (``grad_error``).
 * ``config_read``: the checkpointed function records ``recompile_limit``, ``capture_scalar_outputs``
   and ``dynamic_sources`` in the forward and in the recompute.
 * ``cold_autotune``: BRIEF section 2.4, CUDA only: autotuning inside the replay (explanation test).
@@ -29,13 +32,10 @@ import os
 import sys
 import threading
 import traceback
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
-os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-
-import torch  # noqa: E402
-import torch._dynamo  # noqa: E402
-from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts  # noqa: E402
+if TYPE_CHECKING:
+    import torch
 
 T = TypeVar("T")
 
@@ -102,6 +102,9 @@ def error_fields(exc: BaseException | None) -> dict[str, Any]:
 
 def wrap(fn: Callable[..., Any], use_wrapper: bool, context_fn: Any) -> Callable[..., Any]:
     """``checkpoint(fn, ..., use_reentrant=False)`` or ``checkpoint_wrapper(Module(fn))``."""
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
     kwargs = {} if context_fn is None else {"context_fn": context_fn}
     if not use_wrapper:
         return lambda *a: checkpoint(fn, *a, use_reentrant=False, **kwargs)
@@ -115,6 +118,10 @@ def wrap(fn: Callable[..., Any], use_wrapper: bool, context_fn: Any) -> Callable
 
 
 def guard_miss(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    import torch._dynamo
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
     dev = args.device
     torch._dynamo.config.recompile_limit = args.limit  # this (main) thread only on torch >= 2.12
     state = {"phase": 0}
@@ -153,12 +160,16 @@ def guard_miss(args: argparse.Namespace) -> dict[str, Any]:
         result["grad_match"] = bool(
             torch.allclose(x.grad, xr.grad, atol=tol, rtol=tol) and torch.allclose(w.grad, wr.grad, atol=tol, rtol=tol)
         )
+        result["grad_error"] = max(float((x.grad - xr.grad).abs().max()), float((w.grad - wr.grad).abs().max()))
         result["grad_norm"] = float(w.grad.norm())
     result["backward_thread"] = thread
     return result
 
 
 def config_read(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    import torch._dynamo
+
     dev = args.device
     torch._dynamo.config.recompile_limit = 64
     torch._dynamo.config.capture_scalar_outputs = True
@@ -187,6 +198,9 @@ def config_read(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def eager_replay(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
     dev = args.device
     use_compiled = {"on": True}
 
@@ -213,7 +227,10 @@ def eager_replay(args: argparse.Namespace) -> dict[str, Any]:
 def cold_autotune(args: argparse.Namespace) -> dict[str, Any]:
     """BRIEF section 2.4 (CUDA only): a recompute-time recompile launches a cold Triton kernel whose
     autotuning runs inside SAC's replay (2.13+: ``aten.empty.memory_format ... not found in storage``)."""
+    import torch
+    import torch._dynamo
     import torch._inductor.config as inductor_config
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
     inductor_config.coordinate_descent_tuning = True
     inductor_config.fx_graph_cache = False
@@ -245,21 +262,31 @@ SCENARIOS = {
 }
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser()
+def run_scenario(argv: Sequence[str]) -> dict[str, Any]:
+    """``SCENARIO [OPTIONS]`` (the command line's arguments) run in this interpreter: its result, the
+    JSON object the module docstring describes."""
+    # one compile worker (a 2-core machine stays responsive); read when Inductor first compiles
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    import torch
+
+    p = argparse.ArgumentParser(prog="python -m torchfix_sac_replay.reproduction_sac_replay")
     p.add_argument("scenario", choices=sorted(SCENARIOS))
     p.add_argument("--device", default="cpu")
     p.add_argument("--wrapper", action="store_true", help="use checkpoint_wrapper instead of checkpoint()")
     p.add_argument("--limit", type=int, default=64, help="main-thread torch._dynamo.config.recompile_limit")
     p.add_argument("--same-thread", action="store_true", help="run backward on the forward's thread")
     p.add_argument("--inductor-warmup", action="store_true", help="compile the 8 warm-up entries with Inductor too")
-    args = p.parse_args(argv)
+    args = p.parse_args(list(argv))
     result = SCENARIOS[args.scenario](args)
     result.update(scenario=args.scenario, torch=torch.__version__, fix=fix_state(), device=args.device)
     from torchfix_core.testing import report_of
 
     result["report"] = report_of("sac-replay")
-    print(json.dumps(result))
+    return result
+
+
+def main(argv: list[str]) -> int:
+    print(json.dumps(run_scenario(argv)))
     return 0
 
 

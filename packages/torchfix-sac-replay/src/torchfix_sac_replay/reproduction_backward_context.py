@@ -1,6 +1,11 @@
-"""pytorch#185372 on the running torch, in a fresh interpreter (run by the tests and the demo).
+"""pytorch#185372 on the running torch, in a fresh interpreter: the scenario behind backward-context's
+declared reproduction (:func:`torchfix_sac_replay.reproduction.backward_context`), the tests and the demo.
 
-    python backward_context_scenarios.py [--checkpoint] [--timeout SECONDS]
+    python -m torchfix_sac_replay.reproduction_backward_context [--checkpoint] [--timeout SECONDS]
+
+Shipped in the wheel so that ``torchfix-doctor verify`` runs on a user's machine what the package's
+tests run; it imports torch inside its functions only, and sets the second device up (once per
+process, before the process's first backward) when the scenario runs.
 
 Two ``torch.compile``d functions (backend ``aot_eager``) feed one ``backward()``: region A on the
 CPU, region B returns its result on a second device. On a CPU-only machine that device is torch's
@@ -25,37 +30,20 @@ from __future__ import annotations
 
 import argparse
 import contextvars
+import functools
 import json
 import os
 import sys
 import threading
 import traceback
+from types import SimpleNamespace
 from typing import Any
-
-os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-
-import torch  # noqa: E402
-import torch._dynamo  # noqa: E402
-from torch.utils.backend_registration import (  # noqa: E402
-    _DummyBackendModule,
-    _setup_privateuseone_for_python_backend,
-)
-from torch.utils.checkpoint import checkpoint  # noqa: E402
-
-
-class _Backend(_DummyBackendModule):  # type: ignore[misc]
-    """The device module; checkpoint's recompute opens an autocast context for every device it saw."""
-
-    def get_amp_supported_dtype(self) -> list[torch.dtype]:
-        return [torch.float16, torch.bfloat16]
-
-
-# Before the first backward of the process: the engine counts devices once, when it starts its threads.
-_setup_privateuseone_for_python_backend("tfdev", backend_module=_Backend())
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("torchfix_backward_context_test", default="unset")
 SYNC: dict[str, Any] = {"barrier": None}
 SEEN: list[dict[str, str]] = []
+#: the schema of each of the scenario's custom ops: one tensor in, one out
+SCHEMA = "(Tensor {}) -> Tensor"
 
 
 def _meet(where: str) -> None:
@@ -65,60 +53,68 @@ def _meet(where: str) -> None:
         barrier.wait()
 
 
-@torch.library.custom_op("torchfix_ctx_test::to_dev", mutates_args=())
-def to_dev(x: torch.Tensor) -> torch.Tensor:
-    return torch._C._acc.create_empty_tensor(list(x.shape), x.dtype)  # no storage; only its grad is used
+@functools.cache
+def setup() -> SimpleNamespace:
+    """The second device (``tfdev``, torch's Python ``PrivateUse1`` backend) and the scenario's
+    custom ops, registered once per process; must run before the process's first backward (the
+    engine counts devices once, when it starts its threads). Returns the two regions."""
+    import torch
+    from torch.utils.backend_registration import _DummyBackendModule, _setup_privateuseone_for_python_backend
 
+    class _Backend(_DummyBackendModule):  # type: ignore[misc]
+        """The device module; checkpoint's recompute opens an autocast context for every device it saw."""
 
-@to_dev.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty(x.shape, dtype=x.dtype, device="tfdev")
+        def get_amp_supported_dtype(self) -> list[torch.dtype]:
+            return [torch.float16, torch.bfloat16]
 
+    _setup_privateuseone_for_python_backend("tfdev", backend_module=_Backend())
+    # the schemas are given: these functions' annotations name torch, which is no global of this module
 
-@torch.library.custom_op("torchfix_ctx_test::from_dev", mutates_args=())
-def from_dev(g: torch.Tensor) -> torch.Tensor:
-    _meet("from_dev")
-    return torch.ones(g.shape, dtype=g.dtype)
+    @torch.library.custom_op("torchfix_ctx_test::to_dev", mutates_args=(), schema=SCHEMA.format("x"))
+    def to_dev(x: torch.Tensor) -> torch.Tensor:
+        return torch._C._acc.create_empty_tensor(list(x.shape), x.dtype)  # no storage; only its grad is used
 
+    @to_dev.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty(x.shape, dtype=x.dtype, device="tfdev")
 
-@from_dev.register_fake
-def _(g: torch.Tensor) -> torch.Tensor:
-    return torch.empty(g.shape, dtype=g.dtype, device="cpu")
+    @torch.library.custom_op("torchfix_ctx_test::from_dev", mutates_args=(), schema=SCHEMA.format("g"))
+    def from_dev(g: torch.Tensor) -> torch.Tensor:
+        _meet("from_dev")
+        return torch.ones(g.shape, dtype=g.dtype)
 
+    @from_dev.register_fake
+    def _(g: torch.Tensor) -> torch.Tensor:
+        return torch.empty(g.shape, dtype=g.dtype, device="cpu")
 
-to_dev.register_autograd(lambda ctx, g: from_dev(g))
+    to_dev.register_autograd(lambda ctx, g: from_dev(g))
 
+    @torch.library.custom_op("torchfix_ctx_test::hold", mutates_args=(), schema=SCHEMA.format("x"))
+    def hold(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
 
-@torch.library.custom_op("torchfix_ctx_test::hold", mutates_args=())
-def hold(x: torch.Tensor) -> torch.Tensor:
-    return x.clone()
+    @hold.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
 
+    @torch.library.custom_op("torchfix_ctx_test::hold_backward", mutates_args=(), schema=SCHEMA.format("g"))
+    def hold_backward(g: torch.Tensor) -> torch.Tensor:
+        _meet("hold_backward")
+        return g.clone()
 
-@hold.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x)
+    @hold_backward.register_fake
+    def _(g: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(g)
 
+    hold.register_autograd(lambda ctx, g: hold_backward(g))
 
-@torch.library.custom_op("torchfix_ctx_test::hold_backward", mutates_args=())
-def hold_backward(g: torch.Tensor) -> torch.Tensor:
-    _meet("hold_backward")
-    return g.clone()
+    def region_a(x: torch.Tensor) -> torch.Tensor:
+        return hold(x.sin() * 3)  # CPU; x.sin() saves x for the backward (recomputed under --checkpoint)
 
+    def region_b(x: torch.Tensor) -> torch.Tensor:
+        return to_dev(x.sin() * 2)  # result on the second device: its backward runs on that device's thread
 
-@hold_backward.register_fake
-def _(g: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(g)
-
-
-hold.register_autograd(lambda ctx, g: hold_backward(g))
-
-
-def region_a(x: torch.Tensor) -> torch.Tensor:
-    return hold(x.sin() * 3)  # CPU; x.sin() saves x for the backward (recomputed under --checkpoint)
-
-
-def region_b(x: torch.Tensor) -> torch.Tensor:
-    return to_dev(x.sin() * 2)  # result on the second device: its backward runs on that device's thread
+    return SimpleNamespace(region_a=region_a, region_b=region_b)
 
 
 def fix_states() -> dict[str, str]:
@@ -132,13 +128,20 @@ def fix_states() -> dict[str, str]:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    parser = argparse.ArgumentParser()
+    """``[--checkpoint] [--timeout SECONDS]``: run the scenario in this interpreter, return its result."""
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    import torch
+    import torch._dynamo  # noqa: F401 - the fixes' trigger: applied (or not) before the regions are compiled
+    from torch.utils.checkpoint import checkpoint
+
+    regions = setup()
+    parser = argparse.ArgumentParser(prog="python -m torchfix_sac_replay.reproduction_backward_context")
     parser.add_argument("--checkpoint", action="store_true")
     parser.add_argument("--timeout", type=float, default=20.0)
     opts = parser.parse_args(argv)
 
-    ca = torch.compile(region_a, backend="aot_eager", fullgraph=True)
-    cb = torch.compile(region_b, backend="aot_eager", fullgraph=True)
+    ca = torch.compile(regions.region_a, backend="aot_eager", fullgraph=True)
+    cb = torch.compile(regions.region_b, backend="aot_eager", fullgraph=True)
 
     def run(fn: Any, x: torch.Tensor) -> torch.Tensor:
         return checkpoint(fn, x, use_reentrant=False) if opts.checkpoint else fn(x)
