@@ -1,6 +1,8 @@
 """Subprocess runner of the aot-bypass-key tests (a test harness, not shipped in the wheel).
 
-Each scenario runs in a fresh interpreter with a private ``TORCHINDUCTOR_CACHE_DIR`` (unless the
+The red/green case (one Dynamo capture of three unkeyable graphs, pytorch#194451) is the shipped
+scenario ``one_capture`` of ``torchfix_placement_cache.reproduction`` (:func:`run_scenario`), the
+declared reproduction's; the other cases are the code snippets below (:func:`run`). Each scenario runs in a fresh interpreter with a private ``TORCHINDUCTOR_CACHE_DIR`` (unless the
 test shares one on purpose), so "without the fix" (``TORCHFIX_DISABLE=aot-bypass-key``) sees torch's
 own ``autograd_cache_key`` and "with the fix" sees the state torchfix reaches at ``import torch``.
 The graphs are unkeyable on every release: they call ``opaque``, a plain Python function let into
@@ -17,9 +19,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from torchfix_core.testing import clean_environ
+from torchfix_core.testing import clean_environ, run_json_script
 
 FIX_ID = "aot-bypass-key"
+#: the shipped scenarios (``python -m`` it)
+SCENARIOS = "torchfix_placement_cache.reproduction"
 
 PRELUDE = """
 import json, random
@@ -77,6 +81,13 @@ def run(code: str, cache_dir: Path, *, fix: bool, timeout: float = 600) -> dict[
     result["stderr"] = proc.stderr[-4000:]
     assert proc.returncode == 0 and "rc" in result and len(result) > 2, result
     return result
+
+
+def run_scenario(name: str, cache_dir: Path, *, fix: bool, timeout: float = 600) -> dict[str, Any]:
+    """The shipped scenario ``name`` in a fresh interpreter, caching under ``cache_dir``, the fix as
+    torchfix's default with ``fix``, else ``TORCHFIX_DISABLE=aot-bypass-key``."""
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir), **({} if fix else {"TORCHFIX_DISABLE": FIX_ID})}
+    return run_json_script(["-m", SCENARIOS, name], env=env, timeout=timeout)
 
 
 KEY_LEVEL = """

@@ -1,6 +1,7 @@
 """Runner of the aot-autocast-key and aot-hop-body-key tests (a test harness, not shipped in the wheel).
 
-Every scenario of ``_aot_cache_key_scenarios.py`` runs in a fresh interpreter through the kit
+Every scenario of ``torchfix_placement_cache.reproduction`` (shipped in the wheel with the declared
+reproductions) runs in a fresh interpreter through the kit
 (``run_json_script``) with one fix alone on or off (``only_fix``) and a private
 ``TORCHINDUCTOR_CACHE_DIR`` (shared on purpose by the two processes of a cross-process test).
 """
@@ -14,7 +15,8 @@ from typing import Any
 
 from torchfix_core.testing import only_fix, run_json_script, state_to_expect
 
-SCENARIOS = Path(__file__).resolve().parent / "_aot_cache_key_scenarios.py"
+#: the scenarios, shipped in the wheel with the declared reproductions (``python -m`` it)
+SCENARIOS = "torchfix_placement_cache.reproduction"
 AUTOCAST = "aot-autocast-key"
 HOP_BODY = "aot-hop-body-key"
 
@@ -22,7 +24,7 @@ HOP_BODY = "aot-hop-body-key"
 def run(fix_id: str, fix: bool, cache_dir: Path, scenario: str, arg: str = "", **env: str) -> dict[str, Any]:
     """Run one scenario with only ``fix_id`` on (``fix``) or off, caching under ``cache_dir``."""
     variables = {**only_fix(fix_id, fix), "TORCHINDUCTOR_CACHE_DIR": str(cache_dir), **env}
-    return run_json_script([SCENARIOS, scenario, arg], env=variables, timeout=900)
+    return run_json_script(["-m", SCENARIOS, scenario, arg], env=variables, timeout=900)
 
 
 @functools.cache

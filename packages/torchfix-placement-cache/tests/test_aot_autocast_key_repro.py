@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from _aot_cache_key_util import AUTOCAST, autocast_bug_present, expected_state, run  # noqa: F401 (skipif strings)
+from torchfix_core.testing import reproduce
 
 needs_bug = pytest.mark.skipif("not autocast_bug_present()", reason="torch keys the autocast dtype itself here")
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -104,3 +105,30 @@ def test_fx_graph_cache_alone_keeps_dtypes_apart(tmp_path: Path) -> None:
     r = run(AUTOCAST, False, tmp_path, "autocast_runs", ONE_PROCESS, AOT_CACHE="0")
     assert all(run_["equal"] for run_ in r["runs"]), r
     assert r["counters"].get("fxgraph_cache_miss") == 2 and r["counters"].get("fxgraph_cache_hit", 0) == 0, r
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) -------------------
+
+
+@needs_bug
+@pytest.mark.slow
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it() -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``):
+    the float16 recompile served the bfloat16 artifact without the fix, its own with it."""
+    off, on = reproduce(AUTOCAST, False), reproduce(AUTOCAST, True)
+    assert off["outcome"]["result"] == "observed" and off["state"] == "disabled", off
+    assert off["outcome"]["measure"].startswith(
+        "the float16 recompile was served the bfloat16 artifact (1 AOTAutograd cache hit): output bfloat16 "
+        "where eager gives float16, max abs diff "
+    ), off
+    assert on["outcome"]["result"] == "not-observed" and on["state"] == "applied", on
+    assert "both outputs equal to eager in dtype and value (AOTAutograd cache hits 0)" in on["outcome"]["measure"], on
+
+
+@pytest.mark.skipif(
+    "autocast_bug_present()", reason="torch's key ignores the autocast dtype here: the bug test covers it"
+)
+@pytest.mark.slow
+def test_declared_reproduction_shows_no_bug_where_fixed_upstream() -> None:
+    off = reproduce(AUTOCAST, False)
+    assert off["outcome"]["result"] == "not-observed", off

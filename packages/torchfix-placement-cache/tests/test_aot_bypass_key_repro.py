@@ -1,6 +1,7 @@
 """aot-bypass-key: AOTAutograd's fallback cache key, red without the fix, green with it.
 
-Every scenario runs in fresh interpreters (``_aot_bypass_key_util.run``). Without the fix
+Every scenario runs in fresh interpreters (``_aot_bypass_key_util.run``; the red/green capture is the
+shipped ``torchfix_placement_cache.reproduction`` scenario behind the declared reproduction). Without the fix
 (``TORCHFIX_DISABLE=aot-bypass-key``) torch 2.10-2.14 key every unkeyable graph of an AOT
 precompile with ``str(random.random())``: graphs of one Dynamo capture, and compiles that start from
 one Python random state, share one key, and the later ones load the first one's artifact: wrong
@@ -14,7 +15,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _aot_bypass_key_util import KEY_LEVEL, SEEDED, bug_present, expected_state, has_fallback_key, run  # noqa: F401
+from _aot_bypass_key_util import (  # noqa: F401 (skipif strings)
+    FIX_ID,
+    KEY_LEVEL,
+    SEEDED,
+    bug_present,
+    expected_state,
+    has_fallback_key,
+    run,
+    run_scenario,
+)
+from torchfix_core.testing import reproduce
 
 needs_bug = pytest.mark.skipif("not bug_present()", reason="torch's fallback key is already unique per call here")
 needs_fallback = pytest.mark.skipif(
@@ -50,37 +61,26 @@ def test_fallback_key_after_reseed_is_unique_with_fix(tmp_path: Path) -> None:
 
 
 # pytorch/pytorch#194451: "Dynamo save/restores Python random state around every frame it compiles,
-# so it returns the same value for every graph in one capture" (key[0] == key[1] == key[2])
-
-CAPTURE = """
-def fn(x):
-    a = opaque(x) + 1
-    torch._dynamo.graph_break()
-    b = opaque(a) - 100
-    torch._dynamo.graph_break()
-    return opaque(b) * 3
-
-x = torch.ones(4)
-with torch._functorch.config.patch(BYPASS):
-    out = torch.compile(fn)(x)
-emit(keys=KEYS, aot=aot(), ok=bool(torch.equal(out, fn(x))), out=out.tolist(), eager=fn(x).tolist(), state=fix_state())
-"""
+# so it returns the same value for every graph in one capture" (key[0] == key[1] == key[2]): the
+# shipped scenario ``one_capture`` (three graphs split by graph breaks, each calling ``opaque``), the
+# declared reproduction's
 
 
 @needs_bug
 def test_graphs_of_one_capture_share_an_artifact_fails_without_fix(tmp_path: Path) -> None:
-    r = run(CAPTURE, tmp_path, fix=False)
+    r = run_scenario("one_capture", tmp_path, fix=False)
     assert len(r["keys"]) == 3 and len(set(r["keys"])) == 1, r  # one key for the three graphs
-    assert r["aot"].get("autograd_cache_hit") == 2, r  # graphs 2 and 3 load graph 1's artifact
+    assert r["counters"].get("autograd_cache_hit") == 2, r  # graphs 2 and 3 load graph 1's artifact
     assert not r["ok"], r  # ... and compute graph 1's function: 15 instead of -564
+    assert r["out"] == [15.0] * 4 and r["eager"] == [-564.0] * 4, r
 
 
 @needs_fallback
 def test_graphs_of_one_capture_passes_with_fix(tmp_path: Path) -> None:
-    r = run(CAPTURE, tmp_path, fix=True)
-    assert r["state"] == expected_state(), r
+    r = run_scenario("one_capture", tmp_path, fix=True)
+    assert r["states"][FIX_ID] == expected_state(), r
     assert len(r["keys"]) == 3 and len(set(r["keys"])) == 3, r  # upstream: unique per call
-    assert r["aot"].get("autograd_cache_hit", 0) == 0 and r["aot"].get("autograd_cache_miss") == 3, r
+    assert r["counters"].get("autograd_cache_hit", 0) == 0 and r["counters"].get("autograd_cache_miss") == 3, r
     assert r["ok"], r
 
 
@@ -170,3 +170,28 @@ def test_regular_keys_are_unchanged_by_the_fix(tmp_path: Path) -> None:
         assert with_fix["replaced"] in ("NoneType", "module"), with_fix
     else:
         assert with_fix["replaced"] == "UuidNonceSource", with_fix
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) -------------------
+
+
+@needs_bug
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it() -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``):
+    graphs 2-3 of one capture served graph 1's artifact without the fix, three artifacts with it."""
+    off, on = reproduce(FIX_ID, False), reproduce(FIX_ID, True)
+    assert off["outcome"]["result"] == "observed" and off["state"] == "disabled", off
+    assert off["outcome"]["measure"] == (
+        "graphs 2-3 of one capture were served graph 1's artifact (1 key for 3 graphs, 2 AOTAutograd cache hits): "
+        "output 15 where eager gives -564"
+    ), off
+    assert on["outcome"]["result"] == "not-observed" and on["state"] == "applied", on
+    assert on["outcome"]["measure"] == (
+        "3 unkeyable graphs of one capture: 3 distinct keys, 0 AOTAutograd cache hits, output equal to eager"
+    ), on
+
+
+@pytest.mark.skipif("bug_present()", reason="torch's fallback key repeats here: the bug test above covers it")
+def test_declared_reproduction_shows_no_bug_where_fixed_upstream() -> None:
+    off = reproduce(FIX_ID, False)
+    assert off["outcome"]["result"] == "not-observed", off

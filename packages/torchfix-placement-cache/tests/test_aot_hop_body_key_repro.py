@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from _aot_cache_key_util import HOP_BODY, expected_state, hop_bug_present, run  # noqa: F401 (skipif strings)
-from torchfix_core.testing import outside_validated_range, page_statement
+from torchfix_core.testing import outside_validated_range, page_statement, reproduce
 
 needs_bug = pytest.mark.skipif("not hop_bug_present()", reason="check_cacheable checks nested bodies here")
 needs_range = pytest.mark.skipif(outside_validated_range(HOP_BODY) is not None, reason="outside the validated range")
@@ -120,3 +120,28 @@ def test_nested_region_body_passes_with_fix(tmp_path: Path) -> None:
     for r in (first, second):
         assert r["states"][HOP_BODY] == expected_state(HOP_BODY), r
         assert r["counters"].get("autograd_cache_hit", 0) == 0 and r["out_ok"] and r["grad_ok"], r
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) -------------------
+
+
+@needs_bug
+@needs_range
+@pytest.mark.slow
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it() -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``):
+    the SCALE=3 process served the SCALE=2 artifact without the fix; both correct with it."""
+    off, on = reproduce(HOP_BODY, False), reproduce(HOP_BODY, True)
+    assert off["outcome"]["result"] == "observed" and off["state"] == "disabled", off
+    assert off["outcome"]["measure"].startswith(
+        "the SCALE=3 process was served the SCALE=2 process's artifact: output "
+    ), off
+    assert on["outcome"]["result"] == "not-observed" and on["state"] == "applied", on
+    assert "output and gradient equal to eager (AOTAutograd cache hits 0, bypasses " in on["outcome"]["measure"], on
+
+
+@pytest.mark.skipif("hop_bug_present()", reason="check_cacheable skips nested bodies here: the bug test covers it")
+@pytest.mark.slow
+def test_declared_reproduction_shows_no_bug_where_fixed_upstream() -> None:
+    off = reproduce(HOP_BODY, False)
+    assert off["outcome"]["result"] == "not-observed", off

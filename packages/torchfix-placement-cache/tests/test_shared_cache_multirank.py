@@ -5,7 +5,8 @@ Order in every job: rank 0 compiles and fills the cache, barrier, then ranks 1-3
 ``torch._dynamo.utils.counters`` in each rank. "Without the fix" = ``TORCHFIX_AUTOLOAD=0``; "with the
 fix" = ``TORCHFIX_AUTOLOAD=0`` + ``torchfix_core.apply(only=["placement-cache"])`` (isolated from the
 other installed fixes). Each job costs about 30-90 s on a 2-core box (4 interpreters, one tiny
-compile each).
+compile each). The declared reproduction (``torchfix_placement_cache.reproduction:placement``, what
+``torchfix-doctor verify`` runs) is the same ``uneven`` case on 2 ranks (global ``(3, 8)``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from _multirank import run_job
 from _placement_cache_util import bug_present, expected_state
+from torchfix_core.testing import reproduce
 
 BUG = bug_present()
 needs_bug = pytest.mark.skipif(not BUG, reason="torch's DTensor AOTAutograd key has no stable form here (no false hit)")
@@ -87,3 +89,31 @@ def test_dynamic_shapes_key_is_computed_with_fix() -> None:
     (report,) = run_job("even", fix="api", world=1, dynamic=True)
     assert report["ok"], report
     assert _aot(report, "bypass") == 0 and _aot(report, "miss") == 1, report
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) -------------------
+
+
+@needs_bug
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it() -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``):
+    2 ranks, rank 1's (1, 8) shard served rank 0's (2, 8) artifact without the fix, its own with it."""
+    off, on = reproduce("placement-cache", False), reproduce("placement-cache", True)
+    assert off["outcome"]["result"] == "observed" and off["state"] == "disabled", off
+    assert off["outcome"]["measure"] == (
+        "rank 1's (1, 8) shard after rank 0's (2, 8) was served rank 0's AOTAutograd artifact: "
+        "AssertionError: expected size 1==2, stride 8==8 at dim=0"
+    ), off
+    assert on["outcome"] == {
+        "result": "not-observed",
+        "measure": "rank 1's (1, 8) shard after rank 0's (2, 8) in one cache directory: output equal to eager "
+        "(AOTAutograd cache hits 0)",
+        "detail": "",
+    }, on
+    assert on["state"] == "applied", on
+
+
+@pytest.mark.skipif(BUG, reason="torch's DTensor key ignores the local shape here: the bug test covers it")
+def test_declared_reproduction_shows_no_bug_where_fixed_upstream() -> None:
+    off = reproduce("placement-cache", False)
+    assert off["outcome"]["result"] == "not-observed", off

@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
 
-from torchfix_core.spec import Effect, FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Reproduction, Signature
 
 #: Inductor's generated size assert (``assert_size_stride``) when an artifact compiled for another
 #: input shape is loaded; the same words follow a wrong fake kernel of a custom op, hence ``when=``
@@ -37,6 +37,13 @@ FIX = FixSpec(
             "for its DTensor input (uneven local shards; on torch 2.12/2.13 also another local device): with "
             "Inductor's size asserts off it computes on the wrong shape, no error"
         ),
+    ),
+    reproduction=Reproduction(
+        run="torchfix_placement_cache.reproduction:placement",
+        measure="what rank 1's unevenly sharded DTensor was served from rank 0's shared compile cache: Inductor's "
+        "size assert, or its output difference against eager",
+        ranks=2,
+        seconds=40,
     ),
 )
 
@@ -95,6 +102,11 @@ BYPASS_KEY_FIX = FixSpec(
             "share a cache directory, return the first graph's results, no error"
         ),
     ),
+    reproduction=Reproduction(
+        run="torchfix_placement_cache.reproduction:bypass",
+        measure="graphs 2-3 of one Dynamo capture served graph 1's artifact: the cache hits and the output against eager",
+        seconds=30,
+    ),
 )
 
 AUTOCAST_KEY_FIX = FixSpec(
@@ -118,6 +130,12 @@ AUTOCAST_KEY_FIX = FixSpec(
             "is served the bfloat16 artifact: bfloat16 outputs with the bfloat16 graph's values, no error"
         ),
     ),
+    reproduction=Reproduction(
+        run="torchfix_placement_cache.reproduction:autocast",
+        measure="a float16-autocast recompile served the bfloat16 artifact: its output dtype and max abs diff "
+        "against eager",
+        seconds=50,
+    ),
 )
 
 HOP_BODY_KEY_FIX = FixSpec(
@@ -138,5 +156,11 @@ HOP_BODY_KEY_FIX = FixSpec(
             "the callable's behaviour changed (a global it reads, or its body): stale outputs and gradients, "
             "no error"
         ),
+    ),
+    reproduction=Reproduction(
+        run="torchfix_placement_cache.reproduction:hop_body",
+        measure="a later process (SCALE=3) served the SCALE=2 process's artifact for a checkpoint body: its output "
+        "and max abs gradient error against eager",
+        seconds=60,
     ),
 )

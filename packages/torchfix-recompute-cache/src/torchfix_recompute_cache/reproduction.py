@@ -136,6 +136,12 @@ def run_scenario(name: str, backend: str = "aot_eager") -> dict[str, Any]:
     import torch
 
     BACKEND = backend
+    if torch.cuda.is_available():
+        # on a machine with a GPU, compiling inside the checkpoint's forward initializes CUDA there,
+        # which the checkpoint's RNG-state preservation refuses ("device state was initialized in the
+        # forward pass of a Checkpoint"): initialize it first, as a GPU training job has (seen by
+        # torchfix-doctor verify on an H100, torch 2.11.0)
+        torch.cuda.init()
     result: dict[str, Any] = {"scenario": name, "backend": BACKEND, "torch": torch.__version__}
     if name == "program_sets_switch":
         # the program sets the switch itself (torchtitan's call), here to True, before any checkpoint
