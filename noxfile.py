@@ -638,17 +638,17 @@ def clients_torch(session: nox.Session, torch: str) -> None:
     """The transformers job (tests/clients/test_transformers.py) against another torch release (the
     registry's builds, through uv): red without torchfix / green with it where fsdp-recompute-cast
     applies (2.8-2.12), bit-identical on and off where it is not needed; and the explain corpus test
-    (tests/clients/test_explain_corpus.py: the red runs in three forms are explained as the fix, where
+    (tests/clients/test_client_corpus.py: the red runs in three forms are explained as the fix, where
     it applies). torchtitan 0.3.0's job is validated on the default torch only (its glue is for
     2.13). About 4-6 minutes of tests each, plus 5 for the corpus where the bug exists."""
     session.install(f"torch=={torch}", *TEST_TOOLS, TRANSFORMERS)
     install_torchfix(session, fixtures=False)
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    tests = [str(TRANSFORMERS_TEST), str(ROOT / "tests" / "clients" / "test_explain_corpus.py")]
+    tests = [str(TRANSFORMERS_TEST), str(ROOT / "tests" / "clients" / "test_client_corpus.py")]
     session.run("python", "-m", "pytest", "-q", "-s", "-rs", *session.posargs, *tests, env=env)
 
 
-CORPUS_TEST = ROOT / "tests" / "clients" / "test_explain_corpus.py"
+CORPUS_TEST = ROOT / "tests" / "clients" / "test_client_corpus.py"
 CORPUS_DIR = ROOT / "tests" / "corpus"
 # (torch, transformers) of the recorded corpus: releases with the bug, both transformers lines that
 # checkpoint the layer's __call__ (4.x and 5.x <= 5.22)

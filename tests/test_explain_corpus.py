@@ -1,7 +1,7 @@
 """The recorded red runs of real clients are explained as their fix; the same messages elsewhere are not.
 
 ``tests/corpus/<fix id>/`` holds failures as real jobs printed them on the releases that have the
-bug, recorded by the client tests (``tests/clients/test_explain_corpus.py`` with
+bug, recorded by the client tests (``tests/clients/test_client_corpus.py`` with
 ``TORCHFIX_CORPUS_DIR``: ``nox -s clients_corpus``), paths made neutral. ``MANIFEST.json`` says for
 each file the form (one process's stderr, torchrun's ``[rankN]:`` log, torchelastic's
 ``error.json``), the client and release, and the fix it must be explained as (``null``: a control,

@@ -75,7 +75,7 @@ recompute (the explain corpus's control).
 A failure is reported in the JSON (``error``, ``error_detail``, and the rank's ``error_traceback`` as
 Python prints it); ``--raise`` lets it propagate instead (uncaught: the interpreter's, ``torchrun``'s
 ``[rankN]:`` and torchelastic's ``error.json`` forms, through ``torch.distributed.elastic``'s
-``record``), which is how the explain corpus (tests/clients/test_explain_corpus.py) gets its inputs.
+``record``), which is how the explain corpus (tests/clients/test_client_corpus.py) gets its inputs.
 
 Determinism (the on/off comparison is bit for bit): one intra-op thread per rank (set before torch is
 imported, and ``torch.set_num_threads``), ``torch.use_deterministic_algorithms(True)``; the caller

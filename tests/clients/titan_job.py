@@ -304,7 +304,7 @@ def run_eager_ckpt(args: argparse.Namespace) -> dict[str, Any]:
             optimizer.step()
             optimizer.zero_grad()
         except Exception as exc:  # noqa: BLE001 - reported: the caller asserts on it
-            if args.raise_errors:  # uncaught: the form a user's log has (tests/clients/test_explain_corpus.py)
+            if args.raise_errors:  # uncaught: the form a user's log has (tests/clients/test_client_corpus.py)
                 raise
             error = f"step {step}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             break

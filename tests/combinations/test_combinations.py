@@ -749,14 +749,14 @@ def test_the_guard_sees_a_callable_changed_outside_the_patch_layer() -> None:
 
 
 #: what a distribution's declaration modules may call at module level (torchfix_core.spec's records)
-DECLARING_CALLS = {"FixSpec", "EnvSwitch", "Signature", "lazy_version"}
+DECLARING_CALLS = {"FixSpec", "EnvSwitch", "Signature", "Reproduction", "lazy_version"}
 
 
 def test_the_modules_every_fix_of_a_distribution_loads_hold_declarations_only() -> None:
     """What ``selection.shared_modules`` leaves out (``DECLARATIONS``: a distribution's
     ``__init__``, ``package`` and ``version``) holds no state two fixes could share: at module
     level only docstrings, imports, function definitions, ``if TYPE_CHECKING:`` blocks, ``__all__``
-    and assignments of constants or of ``FixSpec`` / ``EnvSwitch`` / ``Signature`` /
+    and assignments of constants or of ``FixSpec`` / ``EnvSwitch`` / ``Signature`` / ``Reproduction`` /
     ``lazy_version`` records; no ``global`` statement anywhere."""
     import ast
 

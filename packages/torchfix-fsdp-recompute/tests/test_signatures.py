@@ -101,3 +101,11 @@ def test_not_needed_counts_nothing(green: dict[str, dict[str, Any]], fix_id: str
     report = green[fix_id]["report"][fix_id]
     # not-needed inside the validated range, out-of-range past it (the range check answers first)
     assert report["state"] == state_to_expect(fix_id, bug_present=False) and report["acted"] == 0, report
+
+
+def test_the_compiled_layer_signature_quotes_every_mixed_dtype_message() -> None:
+    """``MIXED_DTYPE_ANY`` (written out in package.py, which holds declarations only) is the
+    alternation of ``MIXED_DTYPE_MESSAGES``: Dynamo's wrapper is matched for each real-model wording."""
+    from torchfix_fsdp_recompute import package
+
+    assert package.MIXED_DTYPE_ANY == "(?:" + "|".join(package.MIXED_DTYPE_MESSAGES) + ")"

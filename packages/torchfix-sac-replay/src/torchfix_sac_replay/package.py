@@ -65,7 +65,7 @@ FIX = FixSpec(
             releases="torch >=2.13",
             when=_RECOMPUTE_OFF_THREAD,
         ),
-        # From the red run of a real client (tests/clients/test_explain_corpus.py: torchtitan 0.3.0's
+        # From the red run of a real client (tests/clients/test_client_corpus.py: torchtitan 0.3.0's
         # SelectiveAC around per-block fullgraph compiles, prime-rl's ordering, torch 2.13.0): the
         # recompute recompiles under the default recompile_limit (8) and fullgraph=True turns the hit
         # into this error. The same error outside a recompute (a forward's own recompiles) is not claimed.
