@@ -26,7 +26,7 @@ from typing import Any, Callable
 import pytest
 import torch
 import torch._higher_order_ops.wrap
-from conftest import STORAGE_KEY, run_storage_key, scenario, storage_key_bug_present
+from conftest import run_storage_key, scenario, storage_key_bug_present
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
 from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 from torchfix_core.testing import only_fix, run_json_script
@@ -104,35 +104,6 @@ needs_hop = pytest.mark.skipif(
     not hasattr(torch._higher_order_ops.wrap, "inductor_compiled_code"), reason="torch has no inductor_compiled_code"
 )
 
-#: two regions recorded by SAC, the second replayed (``reproduction_sac_storage_key.replay``), under a policy
-#: that saves the regions (``save``) or recomputes them (``recompute``)
-REGIONS = textwrap.dedent(
-    """
-    import json, sys
-    import torch, torch._dynamo
-    import torch._higher_order_ops.wrap as wrap
-    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
-    from torchfix_core.testing import report_of
-
-    hop = wrap.inductor_compiled_code
-    make = getattr(wrap, "InductorCompiledCallable", lambda fn: fn)
-    first, second = make(lambda inputs: (inputs[0] + 1,)), make(lambda inputs: (inputs[0] + 2,))
-    wanted = CheckpointPolicy.MUST_SAVE if sys.argv[1] == "save" else CheckpointPolicy.PREFER_RECOMPUTE
-
-    def policy(ctx, op, *args, **kwargs):
-        return wanted if op is hop else CheckpointPolicy.PREFER_RECOMPUTE
-
-    caching, cached = create_selective_checkpoint_contexts(policy)
-    x = torch.zeros(1)
-    with caching:
-        hop(first, [x])
-        hop(second, [x])
-    with cached:
-        (out,) = hop(second, [x])
-    print(json.dumps({"replayed": out.item(), "report": report_of("sac-storage-key")}))
-    """
-)
-
 
 @pytest.fixture(scope="module")
 def storage_key_present() -> bool:
@@ -140,9 +111,11 @@ def storage_key_present() -> bool:
 
 
 @needs_hop
-@pytest.mark.parametrize("policy", ["save", "recompute"])
-def test_every_region_call_through_sac_is_counted_whatever_the_policy(storage_key_present: bool, policy: str) -> None:
-    result = run_json_script(["-c", REGIONS, policy], env=only_fix(STORAGE_KEY, True))
+@pytest.mark.parametrize("scenario", ["replay", "replay_recompute"], ids=["save", "recompute"])
+def test_every_region_call_through_sac_is_counted_whatever_the_policy(storage_key_present: bool, scenario: str) -> None:
+    """Two regions recorded by SAC, the second replayed, under a policy that saves the regions
+    (``replay``) or recomputes them (``replay_recompute``)."""
+    result = run_storage_key(scenario, fix=True)
     if not storage_key_present:
         assert result["report"]["acted"] == 0, result
         pytest.skip("sac-storage-key is not applied on this torch: counted nothing, as it should")

@@ -7,7 +7,8 @@ exception it raised. An exception the function lets out means the reproduction i
 
 ``python -m torchfix_core.reproduction ID`` runs fix ``ID``'s reproduction in this interpreter, as
 the environment switched torchfix (the caller sets ``TORCHFIX_DISABLE=all`` and
-``TORCHFIX_<ID>_ENABLED``), and prints one JSON line: the outcome, the fix's state here, the
+``TORCHFIX_<ID>_ENABLED``), and prints one JSON line: the outcome, the fix's state here (its
+triggers imported after the run where the case never imported them here), the
 seconds taken, or the error that broke it (exit status 2). ``torchfix-doctor verify``, the testing
 kit (``torchfix_core.testing.reproduce``), ``nox -s demo`` and the combination suite all run it so.
 """
@@ -82,6 +83,27 @@ def _function(target: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def _settled_state(fix_id: str) -> str:
+    """The fix's state in this interpreter once the reproduction has run. A reproduction whose case
+    runs in interpreters of its own (spawned ranks, a second process) may never import the fix's
+    triggers here, which leaves it ``pending``: its triggers are imported then, after the run, so
+    that the state says what the fix did (or would do) here, as doctor resolves it."""
+    import importlib
+
+    from torchfix_core import _registry, status
+
+    def state() -> str:
+        return next((str(r.state) for r in status() if r.id == fix_id), "not-installed")
+
+    if state() == "pending":
+        for trigger in _registry.entries()[fix_id].spec.triggers:
+            try:
+                importlib.import_module(trigger)
+            except ImportError:
+                break  # the state says the trigger is missing
+    return state()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) != 1:
@@ -106,9 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         record["traceback"] = traceback.format_exc()[-4000:]
     record["seconds"] = round(time.perf_counter() - started, 2)
     try:
-        from torchfix_core import status
-
-        record["state"] = next((str(r.state) for r in status() if r.id == fix_id), "not-installed")
+        record["state"] = _settled_state(fix_id)
     except Exception as exc:  # noqa: BLE001
         record["state"] = f"unknown ({type(exc).__name__}: {exc})"
     print(json.dumps(record), flush=True)

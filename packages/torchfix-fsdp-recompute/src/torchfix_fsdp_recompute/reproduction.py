@@ -232,10 +232,6 @@ def _outcome(name: str, error: str) -> Outcome:
     ``error`` (the measure: the exception) or trains to other gradients than without checkpointing
     (the measure: the largest difference); not observed where all 3 steps' gradients and losses are
     bit-identical to training without checkpointing. Another failure means the reproduction broke."""
-    # the ranks are spawned interpreters; importing the fixes' trigger here too settles their state
-    # in this one, which the caller reports beside the outcome
-    import torch.distributed.fsdp  # noqa: F401
-
     r = run_scenario(name, 1)
     if not r["ok"]:
         if error not in r["error"]:

@@ -18,7 +18,8 @@ raised, the checks each scenario makes, and ``report`` (the fix's row of ``torch
   gradient and no error.
 * ``replay``: no compiler; two ``inductor_compiled_code`` regions recorded by SAC, only the second
   replayed. ``mixes_regions`` says whether the replay returned the first one's output: the tests'
-  own live check of the bug (independent of the fix's probe).
+  own live check of the bug (independent of the fix's probe). ``replay_recompute``: the same under a
+  policy that recomputes every op (the report's counter counts region calls whatever the policy).
 """
 
 from __future__ import annotations
@@ -150,7 +151,23 @@ def silent() -> dict[str, Any]:
     }
 
 
+def _recompute_every_op(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
 def replay() -> dict[str, Any]:
+    """Two regions recorded by SAC under upstream's policy (save them), the second replayed."""
+    return _replay(_policy)
+
+
+def replay_recompute() -> dict[str, Any]:
+    """The same under a policy that recomputes every op, the regions too."""
+    return _replay(_recompute_every_op)
+
+
+def _replay(policy: Callable[..., Any]) -> dict[str, Any]:
     import torch
     import torch._higher_order_ops.wrap as wrap
     from torch.utils.checkpoint import create_selective_checkpoint_contexts
@@ -161,7 +178,7 @@ def replay() -> dict[str, Any]:
     # 2.12+: the HOP takes an InductorCompiledCallable (unique .idx); 2.10/2.11: the bare callable
     make = getattr(wrap, "InductorCompiledCallable", lambda fn: fn)
     first, second = make(lambda inputs: (inputs[0] + 1,)), make(lambda inputs: (inputs[0] + 2,))
-    caching, cached = create_selective_checkpoint_contexts(_policy)
+    caching, cached = create_selective_checkpoint_contexts(policy)
     x = torch.zeros(1)
     with caching:
         hop(first, [x])
@@ -171,7 +188,7 @@ def replay() -> dict[str, Any]:
     return {"ok": True, "replayed": out.item(), "mixes_regions": out.item() != 2.0}
 
 
-SCENARIOS = {"upstream": upstream, "silent": silent, "replay": replay}
+SCENARIOS = {"upstream": upstream, "silent": silent, "replay": replay, "replay_recompute": replay_recompute}
 
 
 def run_scenario(name: str) -> dict[str, Any]:
