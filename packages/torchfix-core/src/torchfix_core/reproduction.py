@@ -100,7 +100,7 @@ def _settled_state(fix_id: str) -> str:
             try:
                 importlib.import_module(trigger)
             except ImportError:
-                break  # the state says the trigger is missing
+                break  # a trigger this torch lacks: the fix stays pending, as the run left it
     return state()
 
 
