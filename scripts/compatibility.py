@@ -12,7 +12,8 @@ then renders the page from all recorded cells. A fix that was not installed in a
 
 A matrix run leaves one folder per cell under ``.matrix-results/`` (``torch-2.12.0-py3.11``, ...;
 ``te-2.18.0``, ... from the ``te(VERSION)`` sessions, rendered as a TransformerEngine table;
-``magi-<torch>`` from the ``magi`` sessions, a MagiCompiler table; ``twin-<release>`` from the ``twin``
+``magi-<torch>`` from the ``magi`` sessions, a MagiCompiler table; ``verify-<cpu|gpu>-<torch>``:
+``verify.json`` (``torchfix-doctor verify --all --json`` on that machine), the "Verified" table; ``twin-<release>`` from the ``twin``
 sessions, a patch release compared with its base, ``twin.json`` from scripts/release_twin.py):
 ``doctor.json`` (``python -m torchfix_core --json`` in that environment), ``commit.txt``, one JUnit
 report per test directory and, optionally, ``notes.txt`` (shown under the table: what a reader must
@@ -139,6 +140,42 @@ def read_cell(folder: Path) -> dict[str, Any]:
     }
 
 
+def read_verify_cell(folder: Path) -> dict[str, Any]:
+    """A verify cell (``.matrix-results/verify-<cpu|gpu>-<torch>/``): ``verify.json`` (``torchfix-doctor
+    verify --all --json`` on that machine), ``commit.txt`` and optional ``notes.txt``. Each fix's state is the
+    probe's decision there; ``verify`` keeps each row's verdict, the outcome of each run and its
+    measure, and the seconds."""
+    data = json.loads((folder / "verify.json").read_text())
+    commit, notes = folder / "commit.txt", folder / "notes.txt"
+
+    def run(record: dict[str, Any] | None) -> dict[str, str] | None:
+        if record is None:
+            return None
+        if "broke" in record:
+            return {"result": "broke", "measure": str(record["broke"])[:300]}
+        outcome = record.get("outcome", {})
+        return {"result": outcome.get("result", "?"), "measure": outcome.get("measure") or outcome.get("detail", "")}
+
+    return {
+        "commit": commit.read_text().strip() if commit.is_file() else "?",
+        "torch": data.get("torch"),
+        "python": data.get("python"),
+        "device": data.get("device") or "?",
+        "states": {row["id"]: {"state": row["state"], "reason": row["verdict"]} for row in data["rows"]},
+        "verify": {
+            row["id"]: {
+                "verdict": row["verdict"],
+                "without": run(row.get("without")),
+                "with": run(row.get("with")),
+                "seconds": row.get("seconds", 0),
+            }
+            for row in data["rows"]
+        },
+        "reports": {},
+        "notes": " ".join(notes.read_text().split()) if notes.is_file() else "",
+    }
+
+
 def record_cells() -> list[str]:
     """Record every cell under ``.matrix-results/`` as ``docs/results/matrix/<cell>.json``; returns their names.
 
@@ -149,6 +186,12 @@ def record_cells() -> list[str]:
     RECORDED.mkdir(parents=True, exist_ok=True)
     names = []
     for folder in sorted(p for p in RESULTS.glob("*") if p.is_dir()) if RESULTS.is_dir() else []:
+        if (folder / "verify.json").is_file():  # a verify cell: torchfix-doctor verify --all --json
+            (RECORDED / f"{folder.name}.json").write_text(
+                json.dumps(read_verify_cell(folder), indent=1, sort_keys=True) + "\n"
+            )
+            names.append(folder.name)
+            continue
         partial = (folder / "partial.txt").is_file()
         ran = any(folder.glob("*.xml")) or (folder / "twin.json").is_file()
         if not ran and not (partial and (folder / "doctor.json").is_file()):
@@ -215,7 +258,8 @@ def render(meta: dict[str, Any]) -> str:
         f"Made {date.today().isoformat()} at commit {git_commit() or '?'} from {len(cells)} matrix cells (CPU machine; the registry's",
         "CUDA builds of torch run on the CPU). Each cell: the probe's decision in that environment, then the",
         "fix package's own test suite (`-m 'not gpu and not slow'`), at the commit named in its column.",
-        "GPU results: each fix's page in `docs/fixes/`.",
+        'GPU cells (each fix\'s declared reproduction run without and with it on a GPU): "On a GPU" below;',
+        "more GPU results on each fix's page in `docs/fixes/`.",
         "",
         "States: **applied** (bug present, patched), *not-needed* (the probe found the bug absent), "
         "out-of-range (torch outside the validated range: not probed), not-installed (a library the fix "
@@ -244,6 +288,7 @@ def render(meta: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         lines += notes_lines({f"torch {v} / Python {python}": f"torch-{v}-py{python}" for v in columns})
+    lines += render_verify(meta, load_cells("verify-"))
     lines += render_twins(meta, load_cells("twin-"), cells)
     te_cells = {name.removeprefix("te-"): cell for name, cell in load_cells("te-").items()}
     lines += render_te(meta, te_cells)
@@ -309,6 +354,86 @@ def decisions_apart(
         if ours is None or ours != theirs:
             apart.append((fix["id"], ours, theirs))
     return apart
+
+
+#: a verify cell's verdict (``torchfix-doctor verify``) in a few words: (start of the verdict, shown)
+VERDICT_WORDS = (
+    ("repaired", "red without, green with"),
+    ("the bug does not reproduce", "no bug without the fix"),
+    ("the bug reproduces here, outside", "bug reproduces (outside the range)"),
+    ("the bug did not show", "bug did not show here"),
+    ("NOT REPAIRED", "**NOT REPAIRED**"),
+    ("the bug reproduces although", "**bug reproduces although the probe says absent**"),
+    ("reproduction broke", "**reproduction broke**"),
+    ("skipped: the fix declares no reproduction", "no reproduction declared"),
+    ("skipped: needs ", "skipped: needs {rest}"),
+    ("skipped: cannot run here ", "cannot run: {rest}"),
+    ("skipped: ", "skipped: {rest}"),
+)
+
+
+def verdict_words(verdict: str) -> str:
+    """A verify cell's verdict shortened for the table (:data:`VERDICT_WORDS`); the rest of a
+    ``skipped`` verdict is kept, cut to 60 characters, without its brackets."""
+    for start, shown in VERDICT_WORDS:
+        if verdict.startswith(start):
+            rest = verdict[len(start) :].strip().strip("()")
+            return shown.format(rest=rest[:60] + ("..." if len(rest) > 60 else ""))
+    return verdict[:60]
+
+
+def render_verify(meta: dict[str, Any], verify_cells: dict[str, dict[str, Any]]) -> list[str]:
+    """Every fix x the recorded verify cells (``verify-<machine>-<torch>``): the probe's state on that
+    machine and what its declared reproduction showed without and with the fix; then the measures
+    of the runs that showed the bug."""
+    if not verify_cells:
+        return []
+    names = sorted(verify_cells, key=release_order)
+    lines = [
+        "## Verified",
+        "",
+        "`torchfix-doctor verify --all --json`, one machine per column (the device in its head: `cpu`, or",
+        "the GPU): each fix's declared reproduction (`FixSpec.reproduction`) in fresh interpreters without",
+        "and with the fix (only without where the probe keeps the fix out: not-needed, out-of-range), torch",
+        "and torchfix installed from wheels (torchfix of the commit named). *red without, green with*: the",
+        "bug showed without the fix and not with it; *cannot run*: the reproduction needs what that machine",
+        "lacks (a GPU, a library).",
+        "",
+    ]
+    lines.append(
+        "| fix | "
+        + " | ".join(f"torch {verify_cells[n]['torch'].split('+')[0]} ({verify_cells[n]['device']})" for n in names)
+        + " |"
+    )
+    lines.append("|---|" + "---|" * len(names))
+    lines.append("| (commit tested) | " + " | ".join(f"`{verify_cells[n]['commit']}`" for n in names) + " |")
+    for fix in meta["fixes"]:
+        row = [f"`{fix['id']}` {fix['version']}"]
+        for name in names:
+            state = verify_cells[name]["states"].get(fix["id"], {}).get("state")
+            if state is None:
+                row.append("absent: not in this run")
+                continue
+            verdict = verify_cells[name]["verify"][fix["id"]]
+            shown = f"**{state}**" if state == "applied" else state
+            seconds = f" ({verdict['seconds']:.0f} s)" if verdict.get("seconds") else ""
+            row.append(f"{shown}: {verdict_words(verdict['verdict'])}{seconds}")
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    measures = []
+    for name in names:
+        cell = verify_cells[name]
+        for fix_id, verdict in cell["verify"].items():
+            without, with_fix = verdict.get("without"), verdict.get("with")
+            if not without or without["result"] != "observed":
+                continue
+            text = f"- `{fix_id}`, torch {cell['torch']}: without the fix {without['measure']}"
+            if with_fix:
+                text += f"; with it {with_fix['measure']}"
+            measures.append(text)
+    if measures:
+        lines += ["Measures of the runs that showed the bug:", "", *measures, ""]
+    return lines + notes_lines({f"{verify_cells[n]['device']}, torch {verify_cells[n]['torch']}": n for n in names})
 
 
 def render_twins(meta: dict[str, Any], twins: dict[str, dict[str, Any]], cells: dict[str, Any]) -> list[str]:
@@ -531,7 +656,7 @@ def check(meta: dict[str, Any]) -> list[str]:
                 problems.append(f"{key.replace('_', ' ')}: page has {recorded.get(key)}, noxfile {meta[key]}")
     # no "absent" cell: every recorded torch cell ran every fix of the family (a new fix re-runs each
     # cell, at least partially: MATRIX_ONLY=<its package>)
-    for name, cell in load_cells("torch-").items():
+    for name, cell in {**load_cells("torch-"), **load_cells("verify-")}.items():
         absent = sorted(f["id"] for f in meta["fixes"] if f["id"] not in cell["states"])
         if absent:
             problems.append(f"cell {name} has no run of {', '.join(absent)} (absent): re-run that cell")

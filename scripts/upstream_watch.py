@@ -12,10 +12,12 @@ the files into a short page. ``collect`` runs in the environment under watch:
   range, so ``applied`` = bug present and the patch points have the expected shape, ``not-needed``
   = bug gone, ``failed`` (``refused: ...``) = the patch points or signatures changed;
 * doctor ``--json`` as users run it (the state they would see);
-* each fix's red reproduction with the fix disabled: the ``*_fails_without_fix`` node that the
-  combination suite lists (``tests/combinations/test_combinations.py::REPRODUCTIONS``, read as data).
-  Those tests assert that the bug reproduces exactly when the fix's probe says it is present, so a
-  pass confirms the probe and a failure means probe and reality disagree.
+* each fix's declared reproduction (``FixSpec.reproduction``, the one ``torchfix-doctor verify`` runs)
+  with the fix switched off (``python -m torchfix_core.reproduction ID``). Its outcome is held against
+  the forced probe: the bug observed where the probe says present, or not observed where it says
+  gone, is ``passed`` (the probe confirmed); the other way round ``failed`` (probe and reality
+  disagree); ``skipped`` where it cannot run here (no GPU, a library missing), ``error`` where it
+  broke.
 
 Per fix and environment the report answers: is the bug still present, does the fix still apply
 cleanly, is the release inside the validated range; and gives one line, in particular
@@ -26,7 +28,6 @@ cleanly, is the release inside the validated range; and gives one line, in parti
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import json
 import subprocess
@@ -34,29 +35,22 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from family import PACKAGES, ROOT, fix_packages
+from family import ROOT, fix_packages
 
-COMBINATIONS = ROOT / "tests" / "combinations" / "test_combinations.py"
 SIGNAL_EXTEND = "bug present above validated range: extend after validation"
 SIGNAL_RETIRE = "bug gone: fix can retire there"
 
 
-def reproductions() -> dict[str, tuple[str, str]]:
-    """fix id -> (package directory name, the red reproduction's test node), from the combination suite."""
-    tree = ast.parse(COMBINATIONS.read_text())
-    for node in tree.body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "REPRODUCTIONS":
-            table = ast.literal_eval(node.value)  # type: ignore[arg-type]
-            break
-    else:
-        raise SystemExit(f"{COMBINATIONS}: REPRODUCTIONS not found")
-    out = {}
-    for fix, (package, nodes) in table.items():
-        red = [n for n in nodes if "fails_without" in n]
-        if len(red) != 1:
-            raise SystemExit(f"{COMBINATIONS}: {fix} has no single '*fails_without*' reproduction in {nodes}")
-        out[fix] = (package, red[0])
-    return out
+def reproductions() -> dict[str, str]:
+    """fix id -> its declared reproduction (``module:function``), for every installed fix that declares
+    one (the installed specs: what this environment would run)."""
+    from torchfix_core import _registry
+
+    return {
+        fix: entry.spec.reproduction.run
+        for fix, entry in sorted(_registry.entries().items())
+        if entry.spec.reproduction is not None
+    }
 
 
 # ---------------------------------------------------------------- collect (in the watched environment)
@@ -98,36 +92,56 @@ def library_versions(libraries: set[str]) -> dict[str, str | None]:
     return found
 
 
-def run_reproduction(package: str, node: str, timeout: float) -> dict[str, str]:
-    """Run one red reproduction; ``{"outcome": passed|failed|skipped|error, "tail": ...}``."""
-    tests = PACKAGES / package / "tests"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tests), f"{tests}/{node}"]
+def agreement(result: str | None, probe_state: str) -> str:
+    """The reproduction's ``result`` (with the fix off) against the forced probe's state: ``passed``
+    where they agree (observed and ``applied``, not observed and ``not-needed``), ``failed`` where they
+    disagree, ``skipped`` where it cannot run here or the probe decided nothing (``failed``, pending),
+    ``error`` where it broke (``result`` None)."""
+    if result is None:
+        return "error"
+    if result == "cannot-run" or probe_state not in ("applied", "not-needed"):
+        return "skipped"
+    return "passed" if (result == "observed") == (probe_state == "applied") else "failed"
+
+
+def run_reproduction(fix: str, probe_state: str, timeout: float) -> dict[str, str]:
+    """Run ``fix``'s declared reproduction once with the fix off, in a fresh interpreter;
+    ``{"outcome": passed|failed|skipped|error, "result", "measure", "tail"}`` (:func:`agreement`)."""
+    from torchfix_core.testing import only_fix
+
+    cmd = [sys.executable, "-m", "torchfix_core.reproduction", fix]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=timeout, cwd=ROOT)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=_env(**only_fix(fix, False)), timeout=timeout, cwd=ROOT
+        )
     except subprocess.TimeoutExpired:
         return {"outcome": "error", "tail": f"timed out after {timeout:.0f} s"}
-    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    if done.returncode == 0:
-        outcome = "skipped" if "skipped" in summary and "passed" not in summary else "passed"
-    elif done.returncode == 1:
-        outcome = "failed"
-    else:
-        outcome = "error"
-    return {"outcome": outcome, "summary": summary, "tail": "" if outcome == "passed" else done.stdout[-2000:]}
+    try:
+        record = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        record = {"broke": f"exit {done.returncode}, no record printed"}
+    seen = record.get("outcome") or {}
+    outcome = agreement(None if "broke" in record else seen.get("result"), probe_state)
+    tail = record.get("broke") or seen.get("detail", "")
+    if outcome in ("failed", "error"):
+        tail = f"{tail}\n{done.stderr[-2000:]}"
+    return {"outcome": outcome, "result": seen.get("result", ""), "measure": seen.get("measure", ""), "tail": tail}
 
 
 def collect(label: str, run_reproductions: bool, timeout: float) -> dict[str, Any]:
+    forced = doctor(TORCHFIX_FORCE="all")
+    states = {row["id"]: row["state"] for row in forced["fixes"]}
     repro = {}
     if run_reproductions:
-        for fix, (package, node) in reproductions().items():
-            print(f"[{label}] {fix}: {node}", flush=True)
-            repro[fix] = {"node": node, **run_reproduction(package, node, timeout)}
+        for fix, target in reproductions().items():
+            print(f"[{label}] {fix}: {target}", flush=True)
+            repro[fix] = {"run": target, **run_reproduction(fix, states.get(fix, "pending"), timeout)}
     plain = doctor()
     libraries = {lib for row in plain["fixes"] for lib in row.get("targets") or {}}
     return {
         "label": label,
         "versions": library_versions(libraries),
-        "forced": doctor(TORCHFIX_FORCE="all"),
+        "forced": forced,
         "plain": plain,
         "reproductions": repro,
     }

@@ -4,6 +4,7 @@ and on what is installed."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -172,6 +173,57 @@ def test_a_partial_cell_rerun_keeps_the_reports_it_did_not_rerun() -> None:
     assert merged["states"] == new["states"] and merged["notes"] == "only q"
     whole = compatibility.merge_partial(old, {**new, "reports": {"p": counts, "q": counts}, "notes": ""})
     assert whole["commit"] == "bbb"
+
+
+def test_a_gpu_cell_shows_what_verify_found(tmp_path: Path) -> None:
+    """A verify cell (``.matrix-results/verify-gpu-<torch>/verify.json``: ``torchfix-doctor verify --all
+    --json`` on a GPU machine) is read into states and verdicts, and rendered in the "Verified" table: the
+    device in the column head, the probe's state first in each cell (so that ``--check`` holds it
+    against the validated range like a CPU cell), the verdict in a few words, the measures of the
+    runs that showed the bug."""
+    meta = compatibility.metadata()
+    first, second = meta["fixes"][0]["id"], meta["fixes"][1]["id"]
+    red = {"outcome": {"result": "observed", "measure": "KeyError: 'x'", "detail": ""}}
+    green = {"outcome": {"result": "not-observed", "measure": "gradients equal", "detail": ""}}
+    rows = [
+        {
+            "id": first,
+            "state": "applied",
+            "without": red,
+            "with": green,
+            "seconds": 12.3,
+            "verdict": "repaired: reproduced without the fix, gone with it",
+        },
+        {
+            "id": second,
+            "state": "not-needed",
+            "without": None,
+            "with": None,
+            "seconds": 0.0,
+            "verdict": "skipped: needs transformer_engine>=2.18",
+        },
+    ]
+    folder = tmp_path / "verify-gpu-2.15.0"
+    folder.mkdir()
+    verify = {
+        "torch": "2.15.0+cu130",
+        "cuda": True,
+        "device": "NVIDIA H100 80GB HBM3",
+        "python": "3.12.3",
+        "rows": rows,
+    }
+    (folder / "verify.json").write_text(json.dumps(verify))
+    (folder / "commit.txt").write_text("abc1234\n")
+    cell = compatibility.read_verify_cell(folder)
+    assert cell["states"][first] == {"state": "applied", "reason": rows[0]["verdict"]}
+    assert cell["verify"][first]["without"] == {"result": "observed", "measure": "KeyError: 'x'"}
+    text = "\n".join(compatibility.render_verify({**meta, "fixes": meta["fixes"][:2]}, {"verify-gpu-2.15.0": cell}))
+    assert "| fix | torch 2.15.0 (NVIDIA H100 80GB HBM3) |" in text
+    assert f"| `{first}` {meta['fixes'][0]['version']} | **applied**: red without, green with (12 s) |" in text
+    assert f"| `{second}` {meta['fixes'][1]['version']} | not-needed: skipped: needs transformer_engine>=2.18 |" in text
+    assert f"- `{first}`, torch 2.15.0+cu130: without the fix KeyError: 'x'; with it gradients equal" in text
+    assert compatibility.verdict_words("NOT REPAIRED: the bug showed with the fix applied") == "**NOT REPAIRED**"
+    assert compatibility.verdict_words("skipped: cannot run here (needs a CUDA GPU)") == "cannot run: needs a CUDA GPU"
 
 
 def test_a_cell_says_how_long_its_tests_took() -> None:

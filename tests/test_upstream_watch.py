@@ -31,14 +31,28 @@ def fix_row(state: str, reason: str = "r", targets: dict[str, str] = TORCH_RANGE
     }
 
 
-def test_every_fix_has_one_red_reproduction_in_the_combination_suite() -> None:
+def test_the_watch_runs_every_installed_fix_s_declared_reproduction() -> None:
+    """The watch reads the installed specs: every fix of the family here that declares a
+    reproduction, by its ``module:function``."""
     table = watch.reproductions()
-    assert set(table) <= set(family.family_members())  # the Magi fixes' reproductions run under nox -s magi
-    assert {package for package, _ in table.values()} == {p.name for p in family.fix_packages()}
-    for fix, (package, node) in table.items():
-        test_file = ROOT / "packages" / package / "tests" / node.split("::")[0]
-        assert test_file.is_file(), (fix, node)
-        assert f"def {node.split('::')[1].split('[')[0]}(" in test_file.read_text(), (fix, node)
+    assert set(table) <= set(family.family_members())
+    assert table and all(":" in target for target in table.values()), table
+
+
+@pytest.mark.parametrize(
+    ("result", "probe", "outcome"),
+    [
+        ("observed", "applied", "passed"),
+        ("not-observed", "not-needed", "passed"),
+        ("not-observed", "applied", "failed"),  # the probe says present, the bug did not show
+        ("observed", "not-needed", "failed"),  # the probe says gone, the bug showed
+        ("cannot-run", "applied", "skipped"),
+        ("observed", "failed", "skipped"),
+        (None, "applied", "error"),
+    ],
+)
+def test_agreement_of_a_reproduction_with_the_probe(result: str | None, probe: str, outcome: str) -> None:
+    assert watch.agreement(result, probe) == outcome
 
 
 @pytest.mark.parametrize(

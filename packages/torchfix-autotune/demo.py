@@ -1,21 +1,27 @@
-"""Demo section of torchfix-autotune (``python packages/torchfix-autotune/demo.py``, CPU, < 60 s).
+"""Demo section of torchfix-autotune (``python packages/torchfix-autotune/demo.py``, CPU, < 60 s;
+with a GPU about 90 s more).
 
-The bug itself needs Triton autotuning on a GPU, so on CPU this shows:
+The bug itself needs Triton autotuning on a GPU. With a CUDA GPU this first runs the fix's declared
+reproduction (``torchfix_autotune.reproduction``, shipped in the wheel: what ``torchfix-doctor
+verify`` runs) without and with the fix, each in a fresh interpreter (about 45 s each); on CPU it
+says why it cannot run. Then, on any machine:
 1. the probe's decision on this torch (what ``torchfix-doctor`` prints);
 2. the mode filter on the real dispatch mode stack (SAC's replay mode hidden, others kept, stack
    restored);
 3. the CPU emulation (tests/_emulation.py), each in a fresh process: a compiled callable that
    allocates on its first call, first called during SAC recompute: without the filter it fails on
    strict-replay torch, through the fix's wrapper it passes. It exercises the filter, not
-   ``CachingAutotuner`` (see tests/test_gpu.py for the real thing).
+   ``CachingAutotuner`` (the declared reproduction is the real thing).
 """
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
-from torchfix_core.testing import run_json_script_timed
+from torchfix_core.testing import reproduce, run_json_script_timed
+from torchfix_core.testing._scenario import ScenarioFailed
 
 HERE = Path(__file__).resolve().parent
 
@@ -23,6 +29,19 @@ HERE = Path(__file__).resolve().parent
 def emulate(mode: str, env_extra: dict[str, str]) -> dict[str, Any]:
     """``tests/_emulation.py MODE`` in a fresh interpreter; a crash is reported, not raised."""
     return run_json_script_timed([HERE / "tests" / "_emulation.py", mode], env=env_extra, timeout=300)
+
+
+def show_reproduction(enabled: bool) -> None:
+    """Run the declared reproduction, the fix alone on or off; print one line."""
+    label = "with the fix:" if enabled else "without the fix:"
+    try:
+        r = reproduce("autotune", enabled)
+    except (ScenarioFailed, subprocess.TimeoutExpired) as exc:
+        print(f"  {label:<17} the reproduction broke: {str(exc).splitlines()[0][:200]}")
+        return
+    outcome = r["outcome"]
+    what = outcome["measure"] or outcome["detail"]
+    print(f"  {label:<17} fix {r['state']}, {r['seconds']:.0f} s: {outcome['result'].upper()}: {what}")
 
 
 def main() -> None:
@@ -35,6 +54,12 @@ def main() -> None:
     from torchfix_core.patching import is_torchfix_wrapper
 
     print(f"== torchfix-autotune (torch {torch.__version__})")
+    print("declared reproduction: a cold Triton kernel autotuned during a selective-checkpoint recompute")
+    if torch.cuda.is_available():
+        show_reproduction(False)
+        show_reproduction(True)
+    else:
+        print("  no CUDA GPU here: it cannot run (`torchfix-doctor verify autotune` skips it)")
     row = next(r for r in torchfix_core.status() if r.id == "autotune")
     print(f"state: {row.state}")
     print(f"why:   {row.reason}")

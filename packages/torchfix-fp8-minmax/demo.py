@@ -3,9 +3,10 @@
     python packages/torchfix-fp8-minmax/demo.py
 
 The bug (triton-lang/triton#11111) is a Triton miscompile on NVIDIA GPUs. With a CUDA GPU this
-runs ``tests/_scenarios.py gpu`` (the compiled fp8 cast of float8 training, every launch config
-Inductor compiled, bytewise against eager) without and with ``fp8-minmax-store``, each in a fresh
-interpreter; without one it prints the figures recorded on an H200
+runs the fix's declared reproduction (``torchfix_fp8_minmax.reproduction``: the compiled fp8 cast of
+float8 training, every launch config Inductor compiled, bytewise against eager) without and with
+``fp8-minmax-store``, each in a fresh interpreter, as ``torchfix-doctor verify`` runs it; without
+one it prints the figures recorded on an H200
 (``docs/results/gpu/fp8-minmax-store-tests-torch-2.14.1.log``) and runs the CPU check of what the
 fix changes (``tests/_scenarios.py codegen``: the Triton source Inductor emits for min/max, and
 the key term), a few seconds per line. Outside torch 2.14 the fix stays out (``out-of-range``;
@@ -14,7 +15,6 @@ the key term), a few seconds per line. Outside torch 2.14 the fix stays out (``o
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -27,15 +27,21 @@ TITLE = "torchfix-fp8-minmax: Inductor's PropagateNan min/max next to transposed
 LOG = HERE.parent.parent / "docs" / "results" / "gpu" / "fp8-minmax-store-tests-torch-2.14.1.log"
 
 
-def _run(scenario: str, fix: bool, env: dict[str, str] | None = None) -> dict[str, Any]:
-    return run_json_script_timed([SCENARIOS, scenario], env={**only_fix(FIX, fix), **(env or {})}, timeout=600)
+def _run(scenario: str, fix: bool) -> dict[str, Any]:
+    return run_json_script_timed([SCENARIOS, scenario], env=only_fix(FIX, fix), timeout=600)
+
+
+def _reproduce(fix: bool) -> dict[str, Any]:
+    """The declared reproduction in a fresh interpreter, this fix alone on or off (what ``verify`` runs)."""
+    r = run_json_script_timed(["-m", "torchfix_core.reproduction", FIX], env=only_fix(FIX, fix), timeout=600)
+    if "outcome" in r:
+        r["ok"] = True
+    return r
 
 
 def gpu_figures(r: Mapping[str, Any]) -> str:
-    return (
-        f"torch {r['torch']} / Triton {r['triton']}, fix {r['state']}: launch configs writing other bytes than "
-        f"eager {r['configs_red']} of {r['configs_run']}; PropagateNan in the kernels: {r['propagate_nan_in_code']}"
-    )
+    outcome = r["outcome"]
+    return f"fix {r['state']}, {r['seconds']:.0f} s: {outcome['result']}: {outcome['measure']} ({outcome['detail']})"
 
 
 def recorded_line(label: str, r: dict[str, Any]) -> str:
@@ -50,10 +56,9 @@ def cpu_figures(r: Mapping[str, Any]) -> str:
     return f"torch {r['torch']}, fix {r['state']}: minimum -> {r['minimum']}; key term: {term}"
 
 
-def gpu_check(cache: str) -> DemoCheck:
-    """Both GPU runs on one Inductor cache: the run with the fix must not reuse the unpatched kernels."""
-    intro = "compiled fp8 cast with a transposed copy, every launch config, bytewise against eager:"
-    return DemoCheck(intro, lambda fix: _run("gpu", fix, {"TORCHINDUCTOR_CACHE_DIR": cache}), gpu_figures)
+GPU_CHECK = DemoCheck(
+    "compiled fp8 cast with a transposed copy, every launch config, bytewise against eager:", _reproduce, gpu_figures
+)
 
 
 CPU_CHECK = DemoCheck(
@@ -64,8 +69,7 @@ CPU_CHECK = DemoCheck(
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as cache:
-        print_gpu_fix_demo(TITLE, gpu=gpu_check(cache), recorded=(LOG, recorded_line), cpu=CPU_CHECK)
+    print_gpu_fix_demo(TITLE, gpu=GPU_CHECK, recorded=(LOG, recorded_line), cpu=CPU_CHECK)
 
 
 if __name__ == "__main__":

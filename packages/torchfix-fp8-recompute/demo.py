@@ -4,11 +4,14 @@ TransformerEngine needs CUDA, so this runs TE's *real Python sources* (``transfo
 ``DEMO_TE_VERSION``, default 2.18.0) with the test tree's stand-in for the compiled extension, in a
 TE test environment that it creates once with ``tests/te_standins/make_env.py`` (under
 ``$FP8_RECOMPUTE_TE_ENVS``, default ``~/.cache/torchfix/te-envs``; needs uv and the registry) and
-reuses afterwards. Two sections, one a fix, each running its scenario script in a fresh process
-without the fix (``TORCHFIX_DISABLE=<fix id>``) and with it: fp8-recompute (``tests/te_scenarios.py``,
-TE PR #3284: two training steps of ``te.checkpoint`` around a callable that opens its own FP8
-autocast, delayed scaling) and fp8-recompute-pairing (``tests/te_pairing_scenarios.py``, TE PR
-#3394). If the environment cannot be made, each section says so and the demo exits 0.
+reuses afterwards. Two sections, one a fix. Each runs the fix's declared reproduction
+(``torchfix_fp8_recompute.reproduction``) without and with the fix as ``torchfix-doctor verify``
+runs it (every other fix off), then its scenario script, whose cases are the reproduction module's,
+in a fresh process without the fix (``TORCHFIX_DISABLE=<fix id>``) and with it: fp8-recompute
+(``tests/te_scenarios.py``, TE PR #3284: two training steps of ``te.checkpoint`` around a callable
+that opens its own FP8 autocast, delayed scaling) and fp8-recompute-pairing
+(``tests/te_pairing_scenarios.py``, TE PR #3394). If the environment cannot be made, each section
+says so and the demo exits 0.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from torchfix_core.testing import run_json_script
+from torchfix_core.testing import describe_failure, only_fix, run_json_script, run_json_script_timed
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "tests" / "te_standins"))
@@ -101,8 +104,18 @@ def run_section(section: Section) -> None:
     def scenarios(env: dict[str, str] | None) -> dict[str, Any]:
         return run_json_script([script], env=env, python=python)
 
-    with ThreadPoolExecutor(2) as pool:  # two independent processes
+    def declared(fix: bool) -> dict[str, Any]:
+        argv = ["-m", "torchfix_core.reproduction", section.fix_id]
+        return run_json_script_timed(argv, env=only_fix(section.fix_id, fix), python=python, timeout=600)
+
+    with ThreadPoolExecutor(2) as pool:  # two independent processes at a time
+        reproduced = list(pool.map(declared, [False, True]))
         without, with_ = pool.map(scenarios, [{"TORCHFIX_DISABLE": section.fix_id}, None])
+    print("declared reproduction (what torchfix-doctor verify runs, every other fix off):")
+    for label, r in zip(("without fix:", "with fix:   "), reproduced):
+        outcome = r.get("outcome")
+        told = f"{outcome['result']}: {outcome['measure']}" if outcome else describe_failure(r, 100)
+        print(f"  {label} {told}")
     print(f"fix state: without -> {without['fix_state']}, with -> {with_['fix_state']} ({with_['fix_reason']})")
     w = section.width
     for name, label in section.cases.items():

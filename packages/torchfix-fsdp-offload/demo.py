@@ -2,8 +2,9 @@
 
     python packages/torchfix-fsdp-offload/demo.py
 
-The bug (pytorch PR #180666) needs CUDA streams and pinned memory. With a CUDA GPU this runs
-``tests/_scenarios.py gpu`` (FSDP2, ``CPUOffloadPolicy(pin_memory=True)``, a post-accumulate-grad
+The bug (pytorch PR #180666) needs CUDA streams and pinned memory. With a CUDA GPU this runs the
+fix's declared reproduction (``torchfix_fsdp_offload.reproduction``, shipped in the wheel: what
+``torchfix-doctor verify`` runs; FSDP2, ``CPUOffloadPolicy(pin_memory=True)``, a post-accumulate-grad
 hook on every parameter, 8 x ``Linear(4096, 4096)``, 3 steps) without and with ``fsdp-offload-hook``,
 each in a fresh interpreter; without one it prints the figures recorded on an H200
 (``docs/results/gpu/fsdp-offload-hook-tests-torch-2.11.0.log``) and runs the CPU check of the
@@ -14,10 +15,12 @@ out (``out-of-range``; its probe says ``not-needed``) and the hooks see torch's 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
-from torchfix_core.testing import DemoCheck, only_fix, print_gpu_fix_demo, run_json_script_timed
+from torchfix_core.testing import DemoCheck, only_fix, print_gpu_fix_demo, reproduce, run_json_script_timed
+from torchfix_core.testing._scenario import ScenarioFailed
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "tests" / "_scenarios.py"
@@ -30,11 +33,22 @@ def _run(scenario: str, fix: bool) -> dict[str, Any]:
     return run_json_script_timed([SCENARIOS, scenario], env=only_fix(FIX, fix), timeout=600)
 
 
+def _reproduce(fix: bool) -> dict[str, Any]:
+    """The declared reproduction, the fix alone on or off; a reproduction that broke is a result
+    (``ok`` false, ``error``), not an exception."""
+    try:
+        return {"ok": True, **reproduce(FIX, fix)}
+    except (ScenarioFailed, subprocess.TimeoutExpired) as exc:
+        return {"ok": False, "error_type": "reproduction broke", "error": str(exc)}
+
+
 def gpu_figures(r: Mapping[str, Any]) -> str:
-    stale = ", ".join(str(t["stale"]) for t in r["trials"])
+    import torch  # imported already (print_gpu_fix_demo asked it for a GPU)
+
+    outcome = r["outcome"]
     return (
-        f"torch {r['torch']}, fix {r['state']}: hooks that read a stale gradient per step: "
-        f"{stale} (of {r['params']}); counted {r['report']['acted']}"
+        f"torch {torch.__version__}, fix {r['state']}, {r['seconds']:.0f} s: {outcome['result'].upper()}: "
+        f"{outcome['measure'] or outcome['detail']}"
     )
 
 
@@ -54,7 +68,7 @@ def cpu_figures(r: Mapping[str, Any]) -> str:
 
 GPU_CHECK = DemoCheck(
     "a hook on every parameter clones the CPU gradient it is handed; compared with the final one:",
-    lambda fix: _run("gpu", fix),
+    _reproduce,
     gpu_figures,
 )
 CPU_CHECK = DemoCheck(

@@ -1,7 +1,7 @@
 """Demo of torchfix-placement-cache (``python packages/torchfix-placement-cache/demo.py``).
 
-Runs each fix's declared reproduction (``torchfix_placement_cache.reproduction``, shipped in the
-wheel: what ``torchfix-doctor verify`` runs) without the fix and with it, every other fix off, each
+Runs each fix's declared reproduction (``torchfix_placement_cache.reproduction`` and
+``reproduction_magi``, shipped in the wheel: what ``torchfix-doctor verify`` runs) without the fix and with it, every other fix off, each
 in fresh interpreters with a private, temporary compile cache; one line per run: the fix's state,
 the outcome and its measure (what the cache served wrongly), the seconds.
 
@@ -17,8 +17,12 @@ the outcome and its measure (what the cache served wrongly), the seconds.
   later process with the global at 3 shares the cache. Without the fix (torch 2.11-2.15) it is
   served the first process's artifact.
 
-magi-cache-key has no declared reproduction here (it needs MagiCompiler: ``nox -s magi``). Where a
-bug is absent on this torch (fixed upstream, or the fix out of range), both lines say so.
+* magi-cache-key: two gloo ranks build a SimpleFSDP-style module with MagiCompiler, its weight
+  ``Shard(0)``, then ``Replicate()`` under the same Magi cache root. Without the fix the second build
+  loads the first one's artifact and fails Inductor's size assert. It needs MagiCompiler (``nox -s
+  magi`` installs it): elsewhere both lines say it cannot run.
+
+Where a bug is absent on this torch (fixed upstream, or the fix out of range), both lines say so.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 from torchfix_core.testing import reproduce
 from torchfix_core.testing._scenario import ScenarioFailed
 
-FIXES = ("placement-cache", "aot-bypass-key", "aot-autocast-key", "aot-hop-body-key")
+FIXES = ("placement-cache", "aot-bypass-key", "aot-autocast-key", "aot-hop-body-key", "magi-cache-key")
 
 
 def show(fix_id: str, enabled: bool) -> None:

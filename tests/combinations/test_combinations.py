@@ -21,7 +21,7 @@ alone), by a ``sitecustomize.py`` in a directory of the subset's own that is als
 harness starts with its own clean ``TORCHFIX_*`` environment. Where a reproduction starts torch with
 ``TORCHFIX_AUTOLOAD=0`` and applies its own fix by API, that ``sitecustomize.py`` applies the
 subset's other fixes by API as soon as torch is imported. The fix under test is named by
-``COMBINATIONS_UNDER_TEST`` (its own switch is left to the reproduction: off in the red node, on
+``COMBINATIONS_UNDER_TEST`` (its own switch is left to the reproduction: off in the red run, on
 in the green one).
 
 What runs (docs/design.md, "Combination suite", says why this proves what the pairs would):
@@ -32,19 +32,20 @@ What runs (docs/design.md, "Combination suite", says why this proves what the pa
 * once, the **co-existence** of every selected subset and every pair (``_coexistence.py``, one
   interpreter): applied together, each fix reaches its state alone, holds its patches, shares no
   attribute; a checkpointed smoke step gives the gradients of the unpatched one; revert is exact;
-* the **reproductions** (red without / green with, unchanged from each package's tests, listed in
-  ``REPRODUCTIONS``) with the rest of the subset active: every fix's alone, each interpreter
-  recording what it reached (``REACH_RECORDER``: modules imported, Python functions run or traced by
-  Dynamo); in
-  the full set every fix's; in a pair, a fix's own when the other can affect it
-  (``selection.channels``: shared distribution, nested trigger, ``after`` edge, shared patch point,
-  or, where the other is applied in the run alone, one of its patches met there or its apply
-  importing library modules the run did not) and it is applied on this torch. Where a fix is applied in the
-  full set both nodes must pass; where it is not they must pass or skip by their own conditions.
-  A reproduction that needs another fix active, as its package's tests run it, gets that fix too
-  (``REPRODUCTION_NEEDS``: fp8-recompute-pairing's scenarios need fp8-recompute on TE 2.18).
-  Fixes whose reproduction cannot run here are in ``NO_REPRODUCTION_HERE`` (discovery and
-  co-existence only); every fix of the family is in exactly one of the two tables;
+* the **reproductions**: each fix's declared reproduction (``FixSpec.reproduction``, read from the
+  specs into ``REPRODUCTIONS``; the one ``torchfix-doctor verify``, the package's tests and its demo
+  run), without and with the fix (``python -m torchfix_core.reproduction ID``), with the rest of the
+  subset active: every fix's alone, each interpreter recording what it reached (``REACH_RECORDER``:
+  modules imported, Python functions run or traced by Dynamo); in the full set every fix's; in a
+  pair, a fix's own when the other can affect it (``selection.channels``: shared distribution,
+  nested trigger, ``after`` edge, shared patch point, or, where the other is applied in the run
+  alone, one of its patches met there or its apply importing library modules the run did not) and
+  it is applied on this torch. Where a fix is applied alone, the bug must show without it and not
+  with it; where it is not, neither run may break. A reproduction that cannot run here (it needs a
+  GPU, or a library this environment lacks: Magi) says so in both runs and its row says why
+  (discovery and co-existence still cover the fix). A reproduction that needs another fix active
+  gets that fix too (``REPRODUCTION_NEEDS``; none does today). Every fix of the family declares a reproduction or is
+  in ``WITHOUT_REPRODUCTION`` with a reason;
 * the **guards** of that argument: no fix changes a callable of torch / TransformerEngine / Magi
   that is not one of its live patches (``_patch_points.py``'s ``hidden``); the recorder sees every
   interpreter, thread and exit of a scenario, and the code Dynamo traces on this torch
@@ -64,7 +65,6 @@ import importlib.util
 import itertools
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -82,145 +82,18 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ROOT / "packages"
 HERE = Path(__file__).resolve().parent
 
-# fix id -> (package directory, test nodes that reproduce its bug: red without the fix, green with it)
-REPRODUCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "aot-fallback": (
-        "torchfix-aot-fallback",
-        (
-            "test_compile_fallback.py::test_graph_break_aot_compile_fails_without_fix",
-            "test_compile_fallback.py::test_graph_break_aot_compile_passes_with_fix",
-        ),
-    ),
-    "autotune": (
-        "torchfix-autotune",
-        (
-            "test_cpu_emulation.py::test_cpu_emulated_cold_autotune_in_recompute_fails_without_mode_filter",
-            "test_cpu_emulation.py::test_cpu_emulated_cold_autotune_in_recompute_passes_with_mode_filter",
-        ),
-    ),
-    "fp8-recompute": (
-        "torchfix-fp8-recompute",
-        (
-            "test_te_recompute.py::test_inner_autocast_recompute_fails_without_fix[nonreentrant]",
-            "test_te_recompute.py::test_inner_autocast_recompute_passes_with_fix[nonreentrant]",
-        ),
-    ),
-    "placement-cache": (
-        "torchfix-placement-cache",
-        (
-            "test_shared_cache_multirank.py::test_uneven_sharding_false_hit_fails_without_fix",
-            "test_shared_cache_multirank.py::test_uneven_sharding_passes_with_fix",
-        ),
-    ),
-    "sac-replay": (
-        "torchfix-sac-replay",
-        (
-            "test_guard_miss_repro.py::test_recompute_guard_miss_fails_without_fix[checkpoint]",
-            "test_guard_miss_repro.py::test_recompute_guard_miss_passes_with_fix[checkpoint]",
-        ),
-    ),
-    "backward-context": (
-        "torchfix-sac-replay",
-        (
-            "test_backward_context_repro.py::test_concurrent_compiled_backwards_fails_without_fix",
-            "test_backward_context_repro.py::test_concurrent_compiled_backwards_pass_with_fix",
-        ),
-    ),
-    "sac-storage-key": (
-        "torchfix-sac-replay",
-        (
-            "test_sac_storage_key_repro.py::test_cached_value_fifo_mismatch_fails_without_fix",
-            "test_sac_storage_key_repro.py::test_cached_value_fifo_mismatch_passes_with_fix",
-        ),
-    ),
-    "aot-bypass-key": (
-        "torchfix-placement-cache",
-        (
-            "test_aot_bypass_key_repro.py::test_graphs_of_one_capture_share_an_artifact_fails_without_fix",
-            "test_aot_bypass_key_repro.py::test_graphs_of_one_capture_passes_with_fix",
-        ),
-    ),
-    "aot-autocast-key": (
-        "torchfix-placement-cache",
-        (
-            "test_aot_autocast_key_repro.py::test_autocast_dtype_change_in_one_process_fails_without_fix",
-            "test_aot_autocast_key_repro.py::test_autocast_dtype_change_in_one_process_passes_with_fix",
-        ),
-    ),
-    "aot-hop-body-key": (
-        "torchfix-placement-cache",
-        (
-            "test_aot_hop_body_key_repro.py::test_changed_global_in_checkpoint_body_fails_without_fix",
-            "test_aot_hop_body_key_repro.py::test_changed_global_in_checkpoint_body_passes_with_fix",
-        ),
-    ),
-    "recompute-cache": (
-        "torchfix-recompute-cache",
-        (
-            "test_recompute_cache.py::test_two_checkpointed_blocks_fails_without_fix",
-            "test_recompute_cache.py::test_two_checkpointed_blocks_pass_with_fix",
-        ),
-    ),
-    "budget-rng": (
-        "torchfix-recompute-cache",
-        (
-            "test_budget_rng.py::test_budget_dropout_grad_fails_without_fix",
-            "test_budget_rng.py::test_budget_dropout_grad_passes_with_fix",
-        ),
-    ),
-    "fsdp-offload-hook": (
-        "torchfix-fsdp-offload",
-        (
-            "test_fsdp_offload_hook.py::test_hooks_run_during_a_non_blocking_copy_fails_without_fix",
-            "test_fsdp_offload_hook.py::test_wrapper_unpins_hooked_params_for_the_call_with_fix",
-        ),
-    ),
-    "fsdp-recompute-cast": (
-        "torchfix-fsdp-recompute",
-        (
-            "test_reproductions.py::test_fails_without_fix[one-rank-fsdp-recompute-cast]",
-            "test_reproductions.py::test_passes_with_fix[one-rank-fsdp-recompute-cast]",
-        ),
-    ),
-    "fsdp-recompute-unshard": (
-        "torchfix-fsdp-recompute",
-        (
-            "test_reproductions.py::test_fails_without_fix[one-rank-fsdp-recompute-unshard]",
-            "test_reproductions.py::test_passes_with_fix[one-rank-fsdp-recompute-unshard]",
-        ),
-    ),
-    "fp8-minmax-store": (
-        "torchfix-fp8-minmax",
-        (
-            # the emitted Triton source and the key term, read on the CPU (the miscompile needs a GPU)
-            "test_codegen.py::test_propagate_nan_codegen_fails_without_fix",
-            "test_codegen.py::test_where_codegen_passes_with_fix",
-        ),
-    ),
-    "fp8-recompute-pairing": (
-        "torchfix-fp8-recompute",
-        (
-            "test_pairing_recompute.py::test_eval_module_recompute_fails_without_fix[eval-nonreentrant-recompute-train]",
-            "test_pairing_recompute.py::test_eval_module_balances_recompute_state_with_fix[eval-nonreentrant-recompute-train]",
-        ),
-    ),
+# fix id -> its declared reproduction (``FixSpec.reproduction``, read from the source tree's specs):
+# the one ``torchfix-doctor verify``, the package's tests and its demo run. A fix that declares none
+# is in the suite for discovery and co-existence only (test_every_fix_declares_its_reproduction says
+# which may)
+SPECS = selection.load_specs()
+REPRODUCTIONS: dict[str, Any] = {
+    fix: spec.reproduction for fix, (_, spec) in SPECS.items() if spec.reproduction is not None
 }
 # fix id -> {fix its reproduction needs active: why}. The reproduction runs as its package's tests
 # run it (there the package's other fixes stay on): in a subset without a needed fix, that fix is
 # switched on for the reproduction's run (discovery still sees the subset alone).
-REPRODUCTION_NEEDS: dict[str, dict[str, str]] = {
-    "fp8-recompute-pairing": {
-        "fp8-recompute": "on TE 2.18 the pairing scenarios' callables open their own FP8 autocast inside "
-        "te.checkpoint, as upstream's tests do: without fp8-recompute (TE PR #3284) their recompute raises "
-        "KeyError before the pairing is reached",
-    },
-}
-# fix id -> why its reproduction does not run in this suite's environment (discovery is still checked)
-NO_REPRODUCTION_HERE: dict[str, str] = {
-    "magi-aot-fallback": "needs MagiCompiler's source (nox -s magi / magi_torch)",
-    "magi-cache-key": "needs MagiCompiler's source (nox -s magi / magi_torch)",
-}
-
+REPRODUCTION_NEEDS: dict[str, dict[str, str]] = {}
 MODE = os.environ.get("COMBINATIONS_SELECTION", "selection")
 FAMILY = selection.load_facts()
 INSTALLED_HERE = sorted({f.distribution for f in FAMILY if importlib.util.find_spec(f.distribution.replace("-", "_"))})
@@ -569,29 +442,61 @@ def reference_order() -> tuple[str, ...]:
     return tuple(r[0] for r in rows)
 
 
-def reproduce(fix: str, env: dict[str, str]) -> tuple[bool, str]:
-    """Run ``fix``'s red and green nodes in ``env``: (as expected for its state alone?, output).
-    Every run starts from an empty compile cache of its own (``TORCHINDUCTOR_CACHE_DIR``, which its
-    interpreters inherit; a reproduction that names its own keeps it), so that a run alone, in a
-    pair and in the full set begin alike (docs/design.md: determinism)."""
-    package, nodes = REPRODUCTIONS[fix]
-    tests = PACKAGES / package / "tests"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", str(tests)]
+def reproduce_once(fix: str, enabled: bool, env: dict[str, str]) -> dict[str, Any]:
+    """One run of ``fix``'s declared reproduction (``python -m torchfix_core.reproduction``) in
+    ``env`` with the fix itself on or off, as ``torchfix-doctor verify`` runs it: the child's JSON
+    record (``outcome``, or ``broke``), or ``{"broke": ...}`` with the output's tail where it printed
+    none. Every run starts from an empty compile cache of its own (``TORCHINDUCTOR_CACHE_DIR``,
+    which its interpreters inherit; a reproduction that names its own keeps it), so that a run
+    alone, in a pair and in the full set begin alike (docs/design.md: determinism)."""
+    from torchfix_core.testing import only_fix
+
     (workdir() / "caches").mkdir(exist_ok=True)
     cache = tempfile.mkdtemp(prefix=f"{fix}-", dir=workdir() / "caches")
-    extra = {"COMBINATIONS_UNDER_TEST": fix, "TORCHINDUCTOR_CACHE_DIR": cache}
+    # TORCHFIX_DISABLE=all leaves the fix's own switch in charge; the subset's sitecustomize switches
+    # its other members on again (a per-fix switch wins over the DISABLE list)
+    extra = {**only_fix(fix, enabled), "COMBINATIONS_UNDER_TEST": fix, "TORCHINDUCTOR_CACHE_DIR": cache}
     try:
-        done = run([*cmd, *(f"{tests}/{node}" for node in nodes)], {**env, **extra})
+        done = run([sys.executable, "-m", "torchfix_core.reproduction", fix], {**env, **extra})
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    passed = re.search(r"(\d+) passed", summary)
-    if patch_points()[fix]["state"] == "applied":  # every node ran and passed (a node may be parametrized)
-        ok = done.returncode == 0 and passed is not None and int(passed.group(1)) >= len(nodes)
-        ok = ok and not any(word in summary for word in ("skipped", "failed", "error"))
-    else:  # the bug is absent here: the nodes pass or skip by their own conditions
-        ok = done.returncode == 0 and "failed" not in summary and "error" not in summary
-    return ok, f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
+    lines = done.stdout.strip().splitlines()
+    try:
+        record: dict[str, Any] = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        record = {"broke": f"exit {done.returncode}, no record printed"}
+    record["tail"] = f"{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
+    return record
+
+
+def judge_reproduction(applied: bool, red: dict[str, Any], green: dict[str, Any]) -> tuple[bool, str]:
+    """(as expected?, why) for one fix's red (fix off) and green (fix on) records. Where the fix is
+    applied here alone, the bug shows without it and not with it. Where it is not (the bug absent
+    on this torch), neither run may break. Both ``cannot-run`` (the case needs a GPU, a library this
+    environment lacks) is expected either way: the row says why."""
+    results = [r.get("outcome", {}).get("result") for r in (red, green)]
+    if "broke" in red or "broke" in green:
+        return False, f"broke: {red.get('broke') or green.get('broke')}"
+    if results == ["cannot-run", "cannot-run"]:
+        return True, f"cannot run here: {red['outcome']['detail']}"
+    if applied:
+        ok = results == ["observed", "not-observed"]
+        return ok, f"without: {results[0]}, with: {results[1]}"
+    return "cannot-run" not in results, f"not applied here; without: {results[0]}, with: {results[1]}"
+
+
+def reproduce(fix: str, env: dict[str, str]) -> tuple[bool, str]:
+    """Run ``fix``'s declared reproduction without and with the fix in ``env`` (the subset's):
+    (as expected for its state alone?, output)."""
+    red, green = reproduce_once(fix, False, env), reproduce_once(fix, True, env)
+    ok, why = judge_reproduction(patch_points()[fix]["state"] == "applied", red, green)
+    shown = {
+        side: {k: v for k, v in record.items() if k != "tail"} for side, record in (("without", red), ("with", green))
+    }
+    output = f"{why}\n{json.dumps(shown, indent=1)}"
+    if not ok:
+        output += f"\n--- without:\n{red['tail']}\n--- with:\n{green['tail']}"
+    return ok, output
 
 
 def reproduce_recorded(fix: str, env: dict[str, str], record: Path | None = None) -> dict[str, Any]:
@@ -704,21 +609,38 @@ def applied_here() -> list[str]:
 # ---------------------------------------------------------------- checks
 
 
-def test_every_fix_has_a_reproduction_row_or_a_reason() -> None:
-    """A new fix cannot be left out of the suite silently: each family fix id is in exactly one table."""
+#: fixes that may declare no reproduction: why (each other fix of the family declares one)
+WITHOUT_REPRODUCTION: dict[str, str] = {}
+
+
+def test_every_fix_declares_its_reproduction() -> None:
+    """A new fix cannot be left out of the suite silently: each family fix declares its reproduction
+    (``FixSpec.reproduction``) or is in ``WITHOUT_REPRODUCTION`` with a reason, and
+    ``REPRODUCTION_NEEDS`` names declared reproductions and fixes of the family only."""
     ids = {f.id for f in FAMILY}
-    both = set(REPRODUCTIONS) & set(NO_REPRODUCTION_HERE)
-    assert not both, f"in both REPRODUCTIONS and NO_REPRODUCTION_HERE: {sorted(both)}"
-    assert set(REPRODUCTIONS) | set(NO_REPRODUCTION_HERE) == ids, (
-        f"missing: {sorted(ids - set(REPRODUCTIONS) - set(NO_REPRODUCTION_HERE))}; "
-        f"not in the family: {sorted((set(REPRODUCTIONS) | set(NO_REPRODUCTION_HERE)) - ids)}"
+    undeclared = ids - set(REPRODUCTIONS)
+    assert undeclared == set(WITHOUT_REPRODUCTION), (
+        f"declare a reproduction (or say why not in WITHOUT_REPRODUCTION): {sorted(undeclared - set(WITHOUT_REPRODUCTION))}; "
+        f"declared now, leave WITHOUT_REPRODUCTION: {sorted(set(WITHOUT_REPRODUCTION) - undeclared)}"
     )
-    by_id = {f.id: f for f in FAMILY}
     for fix, needs in REPRODUCTION_NEEDS.items():
         assert fix in REPRODUCTIONS and needs and set(needs) <= ids - {fix}, (fix, needs)
-    for fix, (package, nodes) in REPRODUCTIONS.items():
-        assert package == by_id[fix].distribution, (fix, package)
-        assert nodes and all((PACKAGES / package / "tests" / n.split("::")[0]).is_file() for n in nodes), (fix, nodes)
+
+
+def test_the_judgement_of_a_reproduction() -> None:
+    """:func:`judge_reproduction` on the records a reproduction child prints."""
+
+    def rec(result: str, detail: str = "") -> dict[str, Any]:
+        return {"outcome": {"result": result, "measure": "m", "detail": detail}}
+
+    red, green, absent = rec("observed"), rec("not-observed"), rec("cannot-run", "needs CUDA")
+    assert judge_reproduction(True, red, green)[0]
+    assert not judge_reproduction(True, green, green)[0]  # the bug did not show without the fix
+    assert not judge_reproduction(True, red, red)[0]  # the fix did not repair it
+    assert judge_reproduction(True, absent, absent) == (True, "cannot run here: needs CUDA")
+    assert not judge_reproduction(True, absent, green)[0]
+    assert judge_reproduction(False, green, green)[0] and judge_reproduction(False, red, red)[0]
+    assert not judge_reproduction(False, {"broke": "ValueError: x"}, green)[0]
 
 
 def test_the_guard_sees_a_callable_changed_outside_the_patch_layer() -> None:

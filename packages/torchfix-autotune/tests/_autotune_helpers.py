@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from torchfix_core.testing import run_json_script
+from torchfix_core.testing import reproduce, run_json_script
 
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
@@ -38,6 +40,18 @@ def compiled_code_runs_under_sac() -> bool:
 def run_script(script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> dict[str, Any]:
     """Run ``tests/<script>`` in a fresh interpreter; return the JSON of its last stdout line."""
     return run_json_script([HERE / script, *args], env=env, timeout=timeout)
+
+
+def reproduce_with_report(fix: bool) -> dict[str, Any]:
+    """The fix's declared reproduction in a fresh interpreter, the fix alone on (``fix``) or off
+    (``torchfix_core.testing.reproduce``); the record gains ``report``: the fix's row of the report
+    the child wrote at exit (``TORCHFIX_REPORT``: ``state``, ``acted``, ``events``)."""
+    with tempfile.TemporaryDirectory(prefix="torchfix-autotune-report-") as folder:
+        record = reproduce("autotune", fix, env={"TORCHFIX_REPORT": folder})
+        (written,) = Path(folder).glob("torchfix-report-*.json")
+        rows = json.loads(written.read_text())["fixes"]
+    record["report"] = next(r for r in rows if r["id"] == "autotune")
+    return record
 
 
 def backward_outcome(

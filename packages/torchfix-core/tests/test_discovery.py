@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from torchfix_core._discovery import discover
+from torchfix_core._loading import discover
 from torchfix_core.spec import FixSpec
 
 
@@ -80,7 +80,7 @@ def test_broken_entry_points_are_reported_not_skipped() -> None:
 def test_after_names_a_member_of_an_installed_family_only() -> None:
     """The family comes from installed ``torchfix.family`` entry points (here the test-tree
     torchfix-demo-dynamo's), not from a list in the core."""
-    from torchfix_core._discovery import family
+    from torchfix_core._loading import family
 
     members = family()
     assert members.get("demo-absent") == "torchfix-demo-absent"

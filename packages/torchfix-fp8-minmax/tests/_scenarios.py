@@ -15,15 +15,12 @@ fix's state at the end) and ``report`` (``report_of``: state, ``acted``, events)
   equals eager. ``--without-key-term`` drops the fix's compile-cache key term once it is applied
   (its codegen patch stays): the red half of the warm-cache test.
   Run twice on one directory, it shows whether the second process reuses the first one's entry.
-* ``gpu`` (one CUDA GPU): the compiled dynamic-scaling fp8 cast of float8 training
-  (``amax = g.abs().amax()``, ``scale = max / amax.clamp(min=1e-12)``,
-  ``y = (g.float() * scale).clamp(-max, max).to(fp8)``, returning ``y`` and ``y.t().contiguous()``)
-  on bf16 inputs (``randn * 3``, seed 0, one element set to 1000), for 4096x4096, 1000x1000,
-  768x3072 and 257x4096 in e4m3fn and e5m2, ``max_autotune_pointwise`` on, the FX graph cache on
-  in the test's directory. Every launch config Inductor compiled for each kernel is run in turn
-  (the other kernels on the launcher they hold) and both outputs are compared bytewise with eager:
-  ``configs_run``, ``configs_red`` and, per case, the first differing configs; also whether the
-  generated kernels contain ``PropagateNan`` and the FX graph cache counters.
+* ``gpu`` (one CUDA GPU): the sweep of the shipped reproduction
+  (``torchfix_fp8_minmax.reproduction.sweep``: the compiled dynamic-scaling fp8 cast of float8
+  training, every launch config Inductor compiled for each kernel, both outputs bytewise against
+  eager) with the FX graph cache on in the test's directory: ``configs_run``, ``configs_red`` and,
+  per case, the first differing configs; whether the generated kernels contain ``PropagateNan``; the
+  FX graph cache counters.
 """
 
 from __future__ import annotations
@@ -33,12 +30,13 @@ import sys
 import traceback
 from typing import Any
 
+from torchfix_fp8_minmax import reproduction
+
 FIX = "fp8-minmax-store"
-GPU_SHAPES = [(4096, 4096), (1000, 1000), (768, 3072), (257, 4096)]
 
 
 def _report() -> dict[str, Any]:
-    from torchfix_core.testing import report_of  # here: the helpers below also serve torchfix-free scripts
+    from torchfix_core.testing import report_of
 
     return report_of(FIX)
 
@@ -129,117 +127,29 @@ def cache(*options: str) -> dict[str, Any]:
     }
 
 
-def _cast(g: Any, dtype: Any) -> tuple[Any, Any]:
-    import torch
-
-    fmax = torch.finfo(dtype).max
-    amax = g.abs().amax().float()
-    scale = fmax / amax.clamp(min=1e-12)
-    y = (g.float() * scale).clamp(-fmax, fmax).to(dtype)
-    return y, y.t().contiguous()
-
-
-def _differing(out: Any, ref: Any) -> dict[str, int]:
-    import torch
-
-    return {
-        "bytes_diff": int((out.view(torch.uint8) != ref.view(torch.uint8)).sum().item()),
-        "nonfinite": int((~torch.isfinite(out.float())).sum().item()),
-    }
+# docs/results/gpu/repro_fp8_minmax_store.py (the recorded sweeps' script) imports the cast, the
+# bytewise comparison and the run over every launcher from here: the shipped reproduction's
+_cast, _differing, _every_launcher = reproduction.cast, reproduction.differing, reproduction.every_launcher
+_HELD: list[Any] = []
 
 
 def _keep_launchers() -> list[tuple[Any, list[Any]]]:
-    """Every ``CachingAutotuner`` with all the launchers it compiled, recorded before autotuning
-    keeps one (torch 2.15 also unloads the others: kept loaded here)."""
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
-    kept: list[tuple[Any, list[Any]]] = []
-    make_launchers = CachingAutotuner._make_launchers
-
-    def _make_launchers(self: Any) -> Any:
-        result = make_launchers(self)
-        if self.launchers and not any(k is self for k, _ in kept):
-            kept.append((self, list(self.launchers)))
-        return result
-
-    CachingAutotuner._make_launchers = _make_launchers  # type: ignore[method-assign]
-    for name in ("_release_static_launchers_except", "_close_static_launcher", "_close_compiled_kernel"):
-        if hasattr(CachingAutotuner, name):
-            setattr(CachingAutotuner, name, staticmethod(lambda *args, **kwargs: None))
-    return kept
-
-
-def _every_launcher(
-    fn: Any, args: tuple[Any, ...], kept: list[tuple[Any, list[Any]]], refs: tuple[Any, Any]
-) -> tuple[int, list[dict[str, Any]]]:
-    """Run ``fn(*args)`` once per launcher of every kernel in ``kept`` (that one swapped in, the other
-    kernels on the launcher they hold) and compare its two outputs bytewise with ``refs``: the number
-    of runs and, per run with any byte different, the kernel, its config and both comparisons."""
-    import torch
-
-    configs_run, red = 0, []
-    for kernel, launchers in list(kept):
-        for launcher in launchers:
-            kernel.launchers = [launcher]
-            if hasattr(kernel, "_cached_launcher"):
-                kernel._cached_launcher = None
-            y, yt = fn(*args)
-            torch.cuda.synchronize()
-            configs_run += 1
-            contiguous, transposed = _differing(y, refs[0]), _differing(yt, refs[1])
-            if contiguous["bytes_diff"] or transposed["bytes_diff"]:
-                name = getattr(getattr(kernel, "fn", None), "__name__", "?")
-                red.append(
-                    {"kernel": name, "config": str(launcher.config), "contiguous": contiguous, "transposed": transposed}
-                )
-    return configs_run, red
+    """:func:`torchfix_fp8_minmax.reproduction.launchers_kept` for the rest of this interpreter (that
+    script's form)."""
+    manager = reproduction.launchers_kept()
+    _HELD.append(manager)
+    return manager.__enter__()
 
 
 def gpu() -> dict[str, Any]:
-    import torch
+    """The shipped reproduction's sweep (``torchfix_fp8_minmax.reproduction.sweep``) with the FX graph
+    cache on in the test's directory, plus the cache counters and the fix's state and report."""
     import torch._inductor.config as inductor_config
-    from torch._inductor.utils import run_and_get_code
     from torchfix_core.testing import compile_cache_counters
 
     inductor_config.fx_graph_cache = True
-    inductor_config.max_autotune_pointwise = True
-    torch._dynamo.config.recompile_limit = 64
-    kept = _keep_launchers()
-    cases = []
-    propagate_nan_in_code = False
-    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-        for m, n in GPU_SHAPES:
-            torch._dynamo.reset()
-            kept.clear()
-            torch.manual_seed(0)
-            g = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * 3.0
-            g[0, 0] = 1000.0
-            ref_y, ref_t = _cast(g, dtype)
-            fn = torch.compile(_cast, dynamic=False)
-            _, code = run_and_get_code(fn, g, dtype)
-            propagate_nan_in_code |= any("PropagateNan" in c for c in code)
-            configs_run, red = _every_launcher(fn, (g, dtype), kept, (ref_y, ref_t))
-            cases.append(
-                {
-                    "dtype": str(dtype),
-                    "shape": [m, n],
-                    "configs_run": configs_run,
-                    "configs_red": len(red),
-                    "red": red[:2],
-                }
-            )
-    return {
-        "torch": torch.__version__,
-        "triton": _triton_version(),
-        "device": torch.cuda.get_device_name(),
-        "cases": cases,
-        "configs_run": sum(c["configs_run"] for c in cases),
-        "configs_red": sum(c["configs_red"] for c in cases),
-        "propagate_nan_in_code": propagate_nan_in_code,
-        "cache": compile_cache_counters(),
-        "state": _state(),
-        "report": _report(),
-    }
+    result = reproduction.sweep()
+    return {**result, "cache": compile_cache_counters(), "state": _state(), "report": _report()}
 
 
 SCENARIOS = {"codegen": codegen, "cache": cache, "gpu": gpu}

@@ -1,5 +1,6 @@
 """The real miscompile (triton-lang/triton#11111) on one CUDA GPU: Inductor's compiled fp8 cast with
-a transposed copy, every launch config it compiled, compared bytewise with eager.
+a transposed copy, every launch config it compiled, compared bytewise with eager (the sweep of the
+shipped reproduction, ``torchfix_fp8_minmax.reproduction``).
 
 Run on a CUDA machine with torch, torchfix-core and torchfix-fp8-minmax installed:
 
@@ -8,6 +9,7 @@ Run on a CUDA machine with torch, torchfix-core and torchfix-fp8-minmax installe
 ``_scenarios.py gpu`` runs once with the fix disabled and then once with it on, each in a fresh
 interpreter with every other torchfix fix disabled, both on one fresh ``TORCHINDUCTOR_CACHE_DIR``:
 the run with the fix must not be served the kernels the run without it cached (the key term).
+Then the declared reproduction as ``torchfix-doctor verify`` runs it (its compile caches off).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import pytest
 import torch
 from _util import FIX, assert_ok, run
-from torchfix_core.testing import outside_validated_range
+from torchfix_core.testing import outside_validated_range, reproduce
 
 pytestmark = [
     pytest.mark.gpu,
@@ -79,3 +81,30 @@ def test_fp8_report_counts_with_fix(green: dict[str, Any], red: dict[str, Any]) 
         return
     assert green["report"]["events"]["where-min-max-emitted"] > 0, green["report"]
     assert green["report"]["events"]["key-changed"] > 0, green["report"]
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) ------------------
+
+
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it(
+    bug_present: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``,
+    every other fix off): launch configs writing other bytes than eager without the fix on torch 2.14 /
+    Triton 3.8, none with it; outside the validated range (2.11: the ``tl.where`` helpers; 2.15: Triton
+    3.9) none either way."""
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path_factory.mktemp("reproduction-cache"))}
+    off, on = reproduce(FIX, False, env=env), reproduce(FIX, True, env=env)
+    print(f"\ndeclared reproduction, fix off: {off}\ndeclared reproduction, fix on: {on}")
+    if off["outcome"]["result"] == "cannot-run":
+        pytest.skip(off["outcome"]["detail"])
+    assert on["outcome"]["result"] == "not-observed", on
+    assert "0 bytes differing" in on["outcome"]["measure"], on
+    assert off["state"] == "disabled", off
+    if bug_present and not outside_validated_range(FIX):
+        assert off["outcome"]["result"] == "observed", off
+        assert "the kernels use the PropagateNan min/max: yes" in off["outcome"]["detail"], off
+        assert on["state"] == "applied", on
+        assert "the kernels use the PropagateNan min/max: no" in on["outcome"]["detail"], on
+    else:
+        assert off["outcome"]["result"] == "not-observed", off

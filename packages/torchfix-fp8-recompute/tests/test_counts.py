@@ -31,14 +31,19 @@ pytestmark = requires_te
 
 CASES = textwrap.dedent(
     """
-    import json, sys
+    import contextlib, json, sys
     sys.path.insert(0, sys.argv[1])
     import torch
     import te_scenarios
-    te_scenarios.install_hardware_standins()
     import transformer_engine.pytorch as te
+    import transformer_engine.pytorch.distributed as dist
     import torchfix_core
     from torchfix_core.testing import report_of
+    from torchfix_fp8_recompute import reproduction as R
+
+    on = te_scenarios.where()  # the reproduction's platform: here the CPU stand-in's
+    held = contextlib.ExitStack()  # for the rest of the script
+    held.enter_context(on.active())
 
     states = {r.id: str(r.state) for r in torchfix_core.status() if r.id.startswith("fp8-recompute")}
     out = {"states": states, "recompute": {}, "pairing": {}}
@@ -52,10 +57,10 @@ CASES = textwrap.dedent(
     plain = lambda x: linear(x)  # a function: TE's own checkpoint path, no FP8 anywhere
 
     def outer_autocast(reentrant):
-        te_scenarios.MANAGER.reset()
-        layer = te_scenarios.DelayedScalingLayer("fp8", [])
-        x = torch.full((4, 8), 0.5, requires_grad=True)
-        with te_scenarios.fp8_autocast(enabled=True):
+        dist.FP8GlobalStateManager.reset()
+        layer = R.delayed_scaling_layer()("fp8", [], on.device)
+        x = torch.full((4, 8), 0.5, device=on.device, requires_grad=True)
+        with R.fp8_autocast():
             y = te.checkpoint(layer, x, use_reentrant=reentrant)
         y.sum().backward()
 
@@ -63,8 +68,8 @@ CASES = textwrap.dedent(
         from torchfix_fp8_recompute.patch import COUNTS
         for mode, reentrant in (("reentrant", True), ("nonreentrant", False)):
             cases = {
-                "inner-autocast": lambda: te_scenarios.run("inner", reentrant, steps=1),
-                "no-fp8-function": lambda: te_scenarios.run("nonfp8", reentrant, steps=1),
+                "inner-autocast": lambda: R.recompute_steps("inner", reentrant, on.device, steps=1),
+                "no-fp8-function": lambda: R.recompute_steps("nonfp8", reentrant, on.device, steps=1),
                 "outer-autocast": lambda: outer_autocast(reentrant),
                 "module-without-te": lambda: te.checkpoint(
                     linear, torch.randn(2, 4, requires_grad=True), use_reentrant=reentrant
@@ -74,9 +79,7 @@ CASES = textwrap.dedent(
                 out["recompute"][f"{name}-{mode}"] = delta(COUNTS, run)
 
     if states.get("fp8-recompute-pairing") == "applied":
-        import te_pairing_scenarios as P
         from torchfix_fp8_recompute.pairing import COUNTS
-        P.install_hardware_standins()
 
         def no_grad_calls(reentrant):
             with torch.no_grad():
@@ -89,8 +92,8 @@ CASES = textwrap.dedent(
 
         for mode, reentrant in (("reentrant", True), ("nonreentrant", False)):
             cases = {
-                "eval-module": lambda: P.eval_module(reentrant, False),
-                "training-step": lambda: te_scenarios.run("inner", reentrant, steps=1),
+                "eval-module": lambda: R.eval_module(on, reentrant, False),
+                "training-step": lambda: R.recompute_steps("inner", reentrant, on.device, steps=1),
                 "no-grad-2-calls": lambda: no_grad_calls(reentrant),
                 "no-grad-inputs-2-calls": lambda: no_grad_inputs(reentrant),
             }

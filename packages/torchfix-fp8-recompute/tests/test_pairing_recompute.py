@@ -8,7 +8,9 @@ stale scale a stash left under ``no_grad`` gives a later recompute).
 
 On TE 2.18-2.19 the unpatched runs fail (KeyError / IndexError at the recompute, stashes piling up,
 a stale recompute scale, the enclosing recompute phase lost); on TE 2.20.2 (upstream fix) the fix
-reports not-needed and both runs pass.
+reports not-needed and both runs pass. Then the declared reproduction (the reproduction's
+``eval_module``, non-reentrant, recompute in training mode, the autocast around the checkpoint) as
+``torchfix-doctor verify`` runs it: fp8-recompute off too, which it does not need.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import pytest
 from _fp8_helpers import KEY_ERROR, MODES, TE_INSTALLED, pairing_out_of_range, requires_te, run_scenarios
+from torchfix_core.testing import reproduce
 from torchfix_core.testing.fixtures import with_and_without_fix
 
 OUT_OF_RANGE = pairing_out_of_range() if TE_INSTALLED else ""
@@ -26,6 +29,12 @@ OUT_OF_RANGE = pairing_out_of_range() if TE_INSTALLED else ""
 pytestmark = [requires_te, pytest.mark.skipif(bool(OUT_OF_RANGE), reason=OUT_OF_RANGE or "in range")]
 
 EVAL_CASES = [f"eval-{m}-recompute-{r}" for m in MODES for r in ("train", "eval")]
+PAIRING_ID = "fp8-recompute-pairing"
+#: the declared reproduction's case (its outcome's detail)
+DECLARED_CASE = (
+    "a TE module in eval() under te.checkpoint(use_reentrant=False), delayed-scaling FP8 autocast around "
+    "the checkpoint, put in train() before the backward"
+)
 
 # This module's scenarios (te_pairing_scenarios.py), over conftest's te_scenarios.py pair.
 with_fix, without_fix = with_and_without_fix(functools.partial(run_scenarios, "fp8-recompute-pairing"))
@@ -170,6 +179,35 @@ def test_nograd_checkpoint_preserves_forward_context_with_fix(with_fix: dict[str
     result = with_fix["nograd-forward-context"]
     assert result["out_requires_grad"] and result["inp_grad"] and result["layer"]["grad"]
     _no_stash(result)
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) ------------------
+
+
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it(buggy_te: None) -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``,
+    every other fix off, fp8-recompute included): TE's stash ``KeyError`` in the recompute without the
+    fix; with it, the eval() module's stash made, consumed and its scale restored."""
+    off, on = reproduce(PAIRING_ID, False), reproduce(PAIRING_ID, True)
+    assert off["outcome"] == {
+        "result": "observed",
+        "measure": f"{KEY_ERROR} in the recompute",
+        "detail": DECLARED_CASE,
+    }, off
+    assert off["state"] == "disabled", off
+    assert on["outcome"] == {
+        "result": "not-observed",
+        "measure": "the module's recompute stashes left [0], made in its forward: True, live scale restored "
+        "after the recompute: True, gradients finite: True",
+        "detail": DECLARED_CASE,
+    }, on
+    assert on["state"] == "applied", on
+
+
+def test_declared_reproduction_shows_no_bug_where_fixed_upstream(fixed_te: None) -> None:
+    off, on = reproduce(PAIRING_ID, False), reproduce(PAIRING_ID, True)
+    assert off["outcome"]["result"] == on["outcome"]["result"] == "not-observed", (off, on)
+    assert on["state"] == "not-needed", on
 
 
 # -- the fix's state and footprint ---------------------------------------------------------------

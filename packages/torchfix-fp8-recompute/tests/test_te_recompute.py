@@ -1,7 +1,8 @@
 """The regression scenarios of TE PR #3284 on TransformerEngine's real Python code (CPU, stand-ins).
 
-Each scenario (see ``te_scenarios.py``) runs two training steps of ``te.checkpoint`` around a
-callable, reentrant and non-reentrant, once with the fix and once with ``TORCHFIX_DISABLE``:
+Each scenario (see ``te_scenarios.py``: the shipped reproduction's ``recompute_steps``) runs two
+training steps of ``te.checkpoint`` around a callable, reentrant and non-reentrant, once with the fix
+and once with ``TORCHFIX_DISABLE``:
 
 * ``inner``: the callable opens ``te.autocast(enabled=True)`` (delayed scaling) itself;
 * ``nonfp8``: no FP8 anywhere;
@@ -9,7 +10,8 @@ callable, reentrant and non-reentrant, once with the fix and once with ``TORCHFI
 
 On TE 1.13-2.18 the unpatched run fails in the first recompute with
 ``KeyError: 'global_fp8_buffer_pos_fwd_recompute'``; on TE 2.19+ (upstream fix) the fix reports
-not-needed and both runs must agree.
+not-needed and both runs must agree. Then the declared reproduction (``inner``, non-reentrant) as
+``torchfix-doctor verify`` runs it.
 """
 
 from __future__ import annotations
@@ -19,8 +21,16 @@ from typing import Any
 
 import pytest
 from _fp8_helpers import KEY_ERROR, requires_te, te_has_upstream_fix
+from torchfix_core.testing import reproduce
 
 pytestmark = requires_te
+
+FIX_ID = "fp8-recompute"
+#: the declared reproduction's case (its outcome's detail)
+DECLARED_CASE = (
+    "2 training steps of te.checkpoint(use_reentrant=False) around a callable that opens its own "
+    "delayed-scaling FP8 autocast"
+)
 
 # Upstream's expectation (TE PR #3284 test): (FP8 outside the inner autocast, inside, recompute
 # phase) recorded in the body: forward, then recompute; here for each of two steps.
@@ -83,6 +93,31 @@ def test_upstream_fixed_te_is_left_alone(fixed_te: None, with_fix: dict[str, Any
     for name in ("inner-reentrant", "inner-nonreentrant", "mixed-reentrant", "mixed-nonreentrant"):
         _assert_fp8_region_ok(without_fix[name])
         _assert_fp8_region_ok(with_fix[name])
+
+
+# -- the declared reproduction (FixSpec.reproduction: what torchfix-doctor verify runs) ------------------
+
+
+def test_declared_reproduction_shows_the_bug_without_fix_and_not_with_it(buggy_te: None) -> None:
+    """The spec's reproduction, run as ``verify`` runs it (``python -m torchfix_core.reproduction``,
+    every other fix off): TE's stash ``KeyError`` without the fix, each recompute on its forward's
+    FP8 scale with it."""
+    off, on = reproduce(FIX_ID, False), reproduce(FIX_ID, True)
+    assert off["outcome"] == {
+        "result": "observed",
+        "measure": f"{KEY_ERROR} in the first recompute",
+        "detail": DECLARED_CASE,
+    }, off
+    assert off["state"] == "disabled", off
+    assert on["outcome"]["result"] == "not-observed" and on["outcome"]["detail"] == DECLARED_CASE, on
+    assert on["outcome"]["measure"].startswith("the recomputes' FP8 scales [1.0, "), on
+    assert on["state"] == "applied", on
+
+
+def test_declared_reproduction_shows_no_bug_where_fixed_upstream(fixed_te: None) -> None:
+    off, on = reproduce(FIX_ID, False), reproduce(FIX_ID, True)
+    assert off["outcome"]["result"] == on["outcome"]["result"] == "not-observed", (off, on)
+    assert on["state"] == "not-needed", on
 
 
 def test_getter_reaches_every_by_name_binding(buggy_te: None) -> None:

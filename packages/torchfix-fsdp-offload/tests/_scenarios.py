@@ -17,22 +17,19 @@ and ``report`` (``report_of``: state, ``acted``, events of the fix at the end).
   gradients. Also ``after`` (each step's ``pin_memory`` after backward) and ``grad_sums``.
   Options: ``--late-apply`` (run with ``TORCHFIX_AUTOLOAD=0``): shard first, then
   ``torchfix_core.apply(only=[fix])``; ``--late-revert``: shard with the fix applied, then revert it.
-* ``gpu`` (one CUDA GPU, NCCL): pytorch PR #180666's race. 8 x ``Linear(4096, 4096)`` fp32, each
-  ``fully_shard``-ed with ``CPUOffloadPolicy(pin_memory=True)`` plus the root, batch 8192; a hook on
-  every parameter clones the CPU gradient shard it is handed (what an optimizer in backward
-  reads), compared bytewise with the final ``param.grad`` after ``backward()`` and a device
-  synchronize. ``--trials N`` (default 3) steps; per trial the number of parameters whose hook saw
-  other bytes (``stale``) and the largest absolute difference.
+The GPU race itself is the fix's declared reproduction, shipped in the wheel
+(``torchfix_fsdp_offload.reproduction``), which ``test_gpu.py`` and the demo run.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import traceback
 from typing import Any
+
+from torchfix_fsdp_offload.reproduction import init_one_rank
 
 FIX = "fsdp-offload-hook"
 MODULE = "torch.distributed.fsdp._fully_shard._fsdp_param_group"
@@ -52,18 +49,6 @@ def _report() -> dict[str, Any]:
     except ImportError:
         return {"state": "absent", "acted": 0, "events": {}}
     return report_of(FIX)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _init(backend: str) -> None:
-    import torch.distributed as dist
-
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
 
 
 def _fsdp_params(module: Any) -> list[Any]:
@@ -102,7 +87,7 @@ def flip(argv: list[str]) -> dict[str, Any]:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
 
-    _init("gloo")
+    init_one_rank("gloo")
     mesh = init_device_mesh("cpu", (1,))
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
@@ -140,59 +125,10 @@ def flip(argv: list[str]) -> dict[str, Any]:
     return {"torch": torch.__version__, "hooks": seen, "after": after, "grad_sums": grad_sums}
 
 
-def gpu(argv: list[str]) -> dict[str, Any]:
-    import torch
-    import torch.distributed as dist
-    from torch import nn
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
-
-    trials = int(argv[argv.index("--trials") + 1]) if "--trials" in argv else 3
-    torch.cuda.set_device(0)
-    _init("nccl")
-    mesh = init_device_mesh("cuda", (1,))
-    torch.manual_seed(0)
-    model = nn.Sequential(*[nn.Linear(4096, 4096) for _ in range(8)])
-    policy = CPUOffloadPolicy(pin_memory=True)
-    for layer in model:
-        fully_shard(layer, mesh=mesh, offload_policy=policy)
-    fully_shard(model, mesh=mesh, offload_policy=policy)
-    seen: dict[str, torch.Tensor] = {}
-    names = {id(p): n for n, p in model.named_parameters()}
-
-    def hook(param: torch.Tensor) -> None:
-        # what an optimizer-in-backward step reads: the local CPU shard of the gradient, now
-        seen[names[id(param)]] = param.grad._local_tensor.clone()
-
-    for p in model.parameters():
-        p.register_post_accumulate_grad_hook(hook)
-    results = []
-    for _ in range(trials):
-        seen.clear()
-        model.zero_grad(set_to_none=True)
-        model(torch.randn(8192, 4096, device="cuda")).square().mean().backward()
-        torch.cuda.synchronize()
-        stale, max_diff = 0, 0.0
-        for n, p in model.named_parameters():
-            final = p.grad._local_tensor
-            assert final.device.type == "cpu", final.device
-            stale += int(not torch.equal(seen[n], final))
-            max_diff = max(max_diff, (seen[n] - final).abs().max().item())
-        results.append({"stale": stale, "max_abs_diff": max_diff})
-    dist.destroy_process_group()
-    return {
-        "torch": torch.__version__,
-        "device": torch.cuda.get_device_name(0),
-        "params": len(names),
-        "trials": results,
-        "trials_red": sum(1 for r in results if r["stale"]),
-    }
-
-
 def main(argv: list[str]) -> None:
     name = argv[0]
     try:
-        out = {"states": states, "flip": lambda: flip(argv[1:]), "gpu": lambda: gpu(argv[1:])}[name]()
+        out = {"states": states, "flip": lambda: flip(argv[1:])}[name]()
         out["ok"] = True
     except Exception as exc:  # noqa: BLE001 - the scenario reports what happened
         out = {"ok": False, "error_type": f"{type(exc).__module__}.{type(exc).__name__}", "error": str(exc)[:400]}

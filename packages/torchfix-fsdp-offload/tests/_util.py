@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from torchfix_core.testing import only_fix, run_json_script
+from torchfix_core.testing import only_fix, reproduce, run_json_script
 
 SCENARIOS = Path(__file__).resolve().parent / "_scenarios.py"
 FIX = "fsdp-offload-hook"
@@ -30,6 +32,18 @@ def upstream_fixed() -> bool:
 def run(scenario: str, *options: str, fix: bool = True, env: dict[str, str] | None = None) -> dict[str, Any]:
     """One scenario in a fresh interpreter, this fix alone on (``fix``) or off, every other fix off."""
     return run_json_script([SCENARIOS, scenario, *options], env={**only_fix(FIX, fix), **(env or {})}, timeout=600)
+
+
+def reproduce_with_report(fix: bool) -> dict[str, Any]:
+    """The fix's declared reproduction in a fresh interpreter, this fix alone on (``fix``) or off
+    (``torchfix_core.testing.reproduce``); the record gains ``report``: the fix's row of the report
+    the child wrote at exit (``TORCHFIX_REPORT``: ``state``, ``acted``, ``events``)."""
+    with tempfile.TemporaryDirectory(prefix="torchfix-fsdp-offload-report-") as folder:
+        record = reproduce(FIX, fix, env={"TORCHFIX_REPORT": folder})
+        (written,) = Path(folder).glob("torchfix-report-*.json")
+        rows = json.loads(written.read_text())["fixes"]
+    record["report"] = next(r for r in rows if r["id"] == FIX)
+    return record
 
 
 def assert_ok(r: dict[str, Any]) -> None:

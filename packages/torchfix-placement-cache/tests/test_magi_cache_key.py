@@ -2,7 +2,11 @@
 
 A SimpleFSDP-style module is compiled by ``magi_compile`` in one job (2 ranks on gloo, one shared Magi
 cache root), then the same source with its weight ``Replicate()`` instead of ``Shard(0)`` in a second
-job. "Without torchfix" is ``TORCHFIX_AUTOLOAD=0``.
+job. The red/green pair runs the fix's declared reproduction (``FixSpec.reproduction``:
+``torchfix_placement_cache.reproduction_magi``, shipped in the wheel: what ``torchfix-doctor verify``
+runs) through ``torchfix_core.testing.reproduce``; the other tests run that module's builds
+(``build_job``) themselves. "Without torchfix" is ``TORCHFIX_AUTOLOAD=0`` in those builds (the
+reproduction: the fix alone off).
 
 What is visible depends on the torch release, and the tests decide it from a live check (the
 ``warm_start`` fixture: the same layout compiled twice, one rank, without torchfix), never from a
@@ -10,12 +14,12 @@ version string:
 
 * whether Magi persists the artifact of a DTensor graph at all (torch 2.11's AOTAutograd cache
   bypasses graphs with Dynamo's ``redistribute``/``to_local`` wrappers; ``full_tensor()`` is cached):
-  the red/green pair uses SimpleFSDP's ``redistribute(...).to_local()`` where it is persisted, else
+  the reproduction uses SimpleFSDP's ``redistribute(...).to_local()`` where it is persisted, else
   ``full_tensor()``;
 * whether Magi's load-time input-count check refuses even an identical layout (torch releases that
-  pass the device mesh to the compiled code, 2.12 and 2.13): the red/green pair neutralises it there so
-  that the wrong load shows (see docs/fixes/placement-cache.md, "MagiCompiler"). Elsewhere Magi runs
-  untouched.
+  pass the device mesh to the compiled code, 2.12 and 2.13): the reproduction neutralises that check
+  so that the wrong load shows, and says so in its measure exactly where the check would have refused
+  (see docs/fixes/magi-cache-key.md).
 
 Where the installed torch is outside the fix's validated range the "with" runs force the fix
 (``TORCHFIX_FORCE``), so the same file shows whether it works there.
@@ -33,13 +37,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from torchfix_core.testing import state_to_expect
+from torchfix_core.testing import reproduce, state_to_expect
+from torchfix_placement_cache.reproduction_magi import GATHERS, build_job
 
 MAGI = importlib.util.find_spec("magi_compiler") is not None
 pytestmark = pytest.mark.skipif(not MAGI, reason="magi_compiler is not installed (nox -s magi installs it)")
 DRIVER = Path(__file__).with_name("_magi_cache_driver.py")
 FIX_ID = "magi-cache-key"
-GATHERS = ("redistribute", "full_tensor")  # SimpleFSDP's own all-gather first
+#: Inductor's size assert of the red run: the Replicate() build ran the Shard(0) artifact
+SIZE_ASSERT = "AssertionError: expected size 16==8, stride 8==8 at dim=0"
+NEUTRALISED = "Magi's load-time input-count check neutralised"
 
 
 def clean_env(cache_root: Path) -> dict[str, str]:
@@ -61,28 +68,10 @@ def fix_env(fix: bool) -> dict[str, str]:
 
 
 def job(cache_root: Path, placement: str, *, world: int = 2, fix: bool = True, **extra: Any) -> list[dict[str, Any]]:
-    """One ``world``-rank job on gloo; the per-rank reports."""
-    env = {**clean_env(cache_root), **fix_env(fix)}
-    init = f"file://{tempfile.mkdtemp(prefix='tf-magi-pg-')}/store"
-    procs = []
-    for rank in range(world):
-        config = {"scenario": "build", "placement": placement, "rank": rank, "world": world, "init_method": init}
-        config.update(extra)
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, str(DRIVER)],
-                env={**env, "TFTEST_MAGI_CACHE": json.dumps(config)},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    reports = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-4000:]
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-    return reports
+    """One ``world``-rank build of the shipped reproduction's module (``build_job``) on gloo, with
+    ``cache_root``'s Magi and Inductor caches; ``extra``: the ranks' ``gather`` and
+    ``neutralize_input_count``. The per-rank reports."""
+    return build_job(str(cache_root), placement, world=world, env={**clean_env(cache_root), **fix_env(fix)}, **extra)
 
 
 @pytest.fixture(scope="module")
@@ -101,11 +90,6 @@ def warm_start(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"gather": None, "refused": False, "runs": None, "tried": tried}
 
 
-def needs_persisted_artifact(warm: dict[str, Any]) -> None:
-    if warm["gather"] is None:
-        pytest.skip(f"Magi persists no artifact of a DTensor graph on this torch: nothing to load wrongly ({warm})")
-
-
 def test_warm_start_of_an_identical_dtensor_layout_on_this_torch(warm_start: dict[str, Any]) -> None:
     """The live check itself, pinned: a persisted artifact is reused unless the input-count check
     refuses it (torch passing the device mesh to the compiled code), in which case it is recompiled.
@@ -122,28 +106,38 @@ def test_warm_start_of_an_identical_dtensor_layout_on_this_torch(warm_start: dic
             assert second["inductor_compiles"] == 0, (gather, runs)  # a warm start
 
 
-def test_placement_change_loads_the_wrong_magi_artifact_without_fix(tmp_path: Path, warm_start: dict[str, Any]) -> None:
-    needs_persisted_artifact(warm_start)
-    opts = {"gather": warm_start["gather"], "neutralize_input_count": warm_start["refused"]}
-    first = job(tmp_path, "shard", fix=False, **opts)
-    assert all(r["ok"] and r["inductor_compiles"] == 1 for r in first), first
-    second = job(tmp_path, "replicate", fix=False, **opts)
-    for r in second:
-        assert r["inductor_compiles"] == 0, second  # the Shard(0) artifact was loaded
-        assert r["error"] == "AssertionError: expected size 16==8, stride 8==8 at dim=0", second
+def test_placement_change_loads_the_wrong_magi_artifact_without_fix(warm_start: dict[str, Any]) -> None:
+    """The declared reproduction, the fix alone off: the Replicate() build loads the Shard(0) build's
+    artifact (0 Inductor compiles) and fails Inductor's size assert on both ranks."""
+    off = reproduce(FIX_ID, False)
+    assert off["state"] == "disabled", off
+    measure = off["outcome"]["measure"]
+    if warm_start["gather"] is None:  # nothing persisted: nothing to load wrongly
+        assert off["outcome"]["result"] == "not-observed" and "Magi saved no artifact" in measure, off
+        return
+    assert off["outcome"]["result"] == "observed", off
+    assert measure.startswith(
+        f"the Replicate() build loaded the Shard(0) build's artifact ({warm_start['gather']}; "
+        f"0 Inductor compiles on 2 of 2 ranks): {SIZE_ASSERT}"
+    ), off
+    assert (NEUTRALISED in measure) == warm_start["refused"], (off, warm_start["refused"])
 
 
-def test_placement_change_recompiles_and_equal_placements_hit_with_fix(
-    tmp_path: Path, warm_start: dict[str, Any]
-) -> None:
-    needs_persisted_artifact(warm_start)
-    opts = {"gather": warm_start["gather"], "neutralize_input_count": warm_start["refused"]}
-    first = job(tmp_path, "shard", **opts)
-    assert all(r["state"] == "applied" and r["ok"] and r["inductor_compiles"] == 1 for r in first), first
-    second = job(tmp_path, "replicate", **opts)
-    assert all(r["ok"] and r["inductor_compiles"] == 1 for r in second), second  # a miss: compiled again
-    third = job(tmp_path, "replicate", **opts)
-    assert all(r["ok"] and r["inductor_compiles"] == 0 for r in third), third  # equal placements: a hit
+def test_placement_change_recompiles_and_equal_placements_hit_with_fix(warm_start: dict[str, Any]) -> None:
+    """The declared reproduction, the fix alone on (forced where this torch is outside its range):
+    the Replicate() build compiles its own artifact, and built again it warm-starts from it."""
+    on = reproduce(FIX_ID, True, env=fix_env(True))
+    assert on["state"] == "applied", on
+    assert on["outcome"]["result"] == "not-observed", on
+    measure = on["outcome"]["measure"]
+    if warm_start["gather"] is None:
+        assert "Magi saved no artifact" in measure, on
+        return
+    assert measure.startswith(
+        f"Replicate() after Shard(0) under one Magi cache root ({warm_start['gather']}): 1 Inductor compile "
+        "per rank, output equal to eager; built again: 0 Inductor compiles per rank (a warm start)"
+    ), on  # a miss for the new layout, a hit for an equal one
+    assert (NEUTRALISED in measure) == warm_start["refused"], (on, warm_start["refused"])
 
 
 def test_aot_artifact_path_covers_module_dtensor_placements(tmp_path: Path) -> None:

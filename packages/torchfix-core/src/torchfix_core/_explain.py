@@ -126,7 +126,7 @@ def catalog_entries() -> list[KnownEntry]:
     """The fixes of every installed family catalog (``torchfix.catalog``; torchfix-all's). A catalog
     that cannot be read, or a row without its ``id`` / ``summary`` / ``distribution``, is reported on
     stderr and skipped; the rest is used."""
-    from torchfix_core._discovery import catalog
+    from torchfix_core._loading import catalog
 
     rows, problems = catalog()
     entries: list[KnownEntry] = []

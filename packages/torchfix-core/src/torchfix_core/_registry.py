@@ -25,8 +25,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Iterable
 
 from torchfix_core import _discovery, _env, _import_hooks
-from torchfix_core._discovery import Discovered, discover, family
 from torchfix_core._import_hooks import PATCH_LOCK
+from torchfix_core._loading import Discovered, discover, family
 from torchfix_core._states import Effect, FixState
 
 if TYPE_CHECKING:

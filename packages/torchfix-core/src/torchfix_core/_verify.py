@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -213,6 +214,19 @@ def render(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def device_name(cuda: bool) -> str:
+    """The GPU the reproductions ran on (``torch.cuda.get_device_name()``, torch is imported by
+    doctor already), ``"cpu"`` without CUDA; ``"?"`` where it cannot be read."""
+    if not cuda:
+        return "cpu"
+    try:
+        import torch
+
+        return str(torch.cuda.get_device_name(0))
+    except Exception:  # noqa: BLE001 - the name is shown, never required
+        return "?"
+
+
 def _budget(text: str) -> float:
     try:
         value = float(text)
@@ -249,6 +263,12 @@ def main(argv: list[str], collect: Callable[..., dict[str, Any]]) -> int:
         budget=args.budget,
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
-    result = {"torch": report["torch"].get("version"), "cuda": report["torch"].get("cuda_available"), "rows": rows}
+    result = {
+        "torch": report["torch"].get("version"),
+        "cuda": report["torch"].get("cuda_available"),
+        "device": device_name(bool(report["torch"].get("cuda_available"))),
+        "python": platform.python_version(),
+        "rows": rows,
+    }
     print(json.dumps(result, indent=2) if args.json else render(rows))
     return max((row["exit"] for row in rows), default=EXIT_OK)

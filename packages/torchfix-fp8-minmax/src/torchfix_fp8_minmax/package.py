@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports nothing but torchfix_core.spec)."""
 
-from torchfix_core.spec import Effect, FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Reproduction, Signature
 
 FIX = FixSpec(
     id="fp8-minmax-store",
@@ -40,5 +40,16 @@ FIX = FixSpec(
                 "with Triton 3.8): intermittent NaN/Inf or loss spikes in compiled float8 training, no error"
             ),
         ),
+    ),
+    reproduction=Reproduction(
+        run="torchfix_fp8_minmax.reproduction:fp8_minmax_store",
+        measure=(
+            "launch configs of the compiled float8 cast that wrote other bytes than eager: the bytes differing "
+            "and the non-finite values in the transposed float8 copy"
+        ),
+        needs_cuda=True,
+        # one run with its interpreter: about 35 s on an H200 (the GPU test's two runs of the same sweep
+        # with torch 2.14.1, 74 s in all)
+        seconds=45,
     ),
 )

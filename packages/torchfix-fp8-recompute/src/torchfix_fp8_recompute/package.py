@@ -1,6 +1,6 @@
 """Data only: what torchfix-core reads at discovery (imports neither torch nor TransformerEngine)."""
 
-from torchfix_core.spec import Effect, FixSpec, Signature
+from torchfix_core.spec import Effect, FixSpec, Reproduction, Signature
 
 #: TE's recompute-stash lookup of a module that stashed nothing (``quantization.py`` TE 2.x,
 #: ``fp8.py`` TE 1.x): both fixes' red runs raise it, each under its own condition
@@ -35,6 +35,16 @@ FIX = FixSpec(
             symptom="an FP8 recompute inside te.checkpoint pops a scale/amax stash an earlier step left, "
             "when the callable opens its own FP8 autocast (stale scale, no error)",
         ),
+    ),
+    reproduction=Reproduction(
+        run="torchfix_fp8_recompute.reproduction:fp8_recompute",
+        measure="the recompute's stash KeyError, or the recomputes' FP8 scales against their forwards'",
+        # TE's Python bookkeeping, not a CUDA kernel: on a CUDA GPU, or on the CPU where TE's extension
+        # is the test tree's stand-in (it answers TE's CUDA queries); elsewhere it says it cannot run
+        libraries={"transformer_engine": ">=1.13,<2.21"},
+        # one run with its interpreter: 5-6 s in the child, 12 s for verify's pair, on the CPU with TE
+        # 2.18.0's stand-ins (2-core machine; TE's import most of it)
+        seconds=20,
     ),
 )
 
@@ -83,5 +93,13 @@ PAIRING = FixSpec(
             "that does not require grad; the backward then fails with torch's ordinary 'element 0 of tensors "
             "does not require grad' (no TE frame in its traceback: not matched, see the report's count)",
         ),
+    ),
+    reproduction=Reproduction(
+        run="torchfix_fp8_recompute.reproduction:fp8_recompute_pairing",
+        measure="the recompute's stash error, or the eval() module's stash left unbalanced",
+        # TE's Python bookkeeping (see fp8-recompute's); its autocast is opened around the checkpoint, so
+        # fp8-recompute (which a callable opening its own autocast needs on TE 2.18) plays no part
+        libraries={"transformer_engine": ">=2.18,<2.21"},
+        seconds=20,
     ),
 )

@@ -24,6 +24,12 @@ What is real here and what is not:
 * Info queries answer as a CPU box would (no multicast, no MPI userbuffers, no expert-parallel
   zero copy, cuBLASLt version 0), except ``get_cudnn_version`` (9.12.0, which TE 2.20's loader
   requires).
+* ``cpu_platform``: not a name of TE's extension. The CPU answers to the CUDA queries TE's Python
+  code makes around a module's FP8 bookkeeping (the RNG state ``te.checkpoint`` saves, the compute
+  capability of TE's FP8-support check, "no stream is being captured", CUDA while a TE module is
+  constructed, a CUDA input to ``prepare_forward``). ``torchfix_fp8_recompute.reproduction`` (the
+  fixes' shipped reproductions, which the tests run) asks TE's extension for it where no CUDA GPU is
+  there, and runs its cases on the CPU with it; elsewhere it reports that it cannot run.
 
 Loaded by the compiled shim ``shim.c`` (``install.py`` builds it as
 ``transformer_engine_torch.<abi>.so`` into the test environment's site-packages), so TE's own
@@ -32,9 +38,11 @@ loader (``load_framework_extension`` / ``_load_library``) runs unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import types
 from importlib import metadata
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -518,8 +526,63 @@ def fused_amax_and_scale_update_after_reduction(
             scale_invs[i].copy_(1.0 / scale)
 
 
+class _CudaLooking(torch.Tensor):
+    """An input that answers ``is_cuda`` as it would on a GPU (``prepare_forward``'s device check)."""
+
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]
+        return True
+
+
+class _CpuPlatform:
+    """STAND-IN: what ``torchfix_fp8_recompute.reproduction`` runs its cases with on a CPU (its
+    ``Platform``; the module docstring says what each answer stands in for)."""
+
+    device = torch.device("cpu")
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """For the block: CPU answers to the CUDA queries of TE's checkpoint (the RNG state it saves
+        and restores, ``distributed.py``), of its FP8-support check (device 0, compute capability
+        9.0) and of ``fp8_graph_capturing`` (no stream is being captured); restored after."""
+        import transformer_engine.pytorch.distributed as dist
+
+        answers = [
+            (dist, "_get_cuda_rng_state", lambda *args, **kwargs: torch.get_rng_state()),
+            (dist, "_set_cuda_rng_state", lambda *args, **kwargs: None),
+            (torch.cuda, "current_device", lambda: 0),
+            (torch.cuda, "get_device_properties", lambda device=None: types.SimpleNamespace(major=9, minor=0)),
+            (torch.cuda, "is_current_stream_capturing", lambda: False),
+        ]
+        saved = [(owner, name, getattr(owner, name)) for owner, name, _ in answers]
+        for owner, name, answer in answers:
+            setattr(owner, name, answer)
+        try:
+            yield
+        finally:
+            for owner, name, value in saved:
+                setattr(owner, name, value)
+
+    @contextlib.contextmanager
+    def constructing(self) -> Iterator[None]:
+        """``torch.cuda.is_available`` answers True for the block (TE's module constructor requires CUDA)."""
+        saved = torch.cuda.is_available
+        torch.cuda.is_available = lambda: True
+        try:
+            yield
+        finally:
+            torch.cuda.is_available = saved
+
+    def module_input(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` as a tensor that reports ``is_cuda`` (for ``prepare_forward``'s device check only)."""
+        return x.as_subclass(_CudaLooking)
+
+
+cpu_platform = _CpuPlatform()
+
 __all__ += [
     n
     for n in list(globals())
-    if not n.startswith("_") and n not in ("annotations", "enum", "metadata", "torch", "Any", "Sequence")
+    if not n.startswith("_")
+    and n not in ("annotations", "contextlib", "enum", "metadata", "torch", "types", "Any", "Iterator", "Sequence")
 ]

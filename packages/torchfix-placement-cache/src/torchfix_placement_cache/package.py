@@ -77,6 +77,19 @@ MAGI_FIX = FixSpec(
     # install --no-build-isolation from a checkout): the version says nothing, so the probe (Magi's
     # live layout) decides and the range above documents where the fix was validated.
     unversioned=("magi_compiler",),
+    # the red/green pair of tests/test_magi_cache_key.py: 2 builds of 2 ranks without the fix, 3 with it
+    # (the third a warm start); one more (full_tensor()) where Magi saves no artifact of SimpleFSDP's
+    # all-gather (torch 2.11). Measured on torch 2.13.0 CPU, Magi 8e2e47c, 2 cores: 15 s without and 23 s
+    # with the fix on an idle machine, 30 s and 39 s under nox -s magi beside another test run, up to
+    # 50 s and 76 s under a load average of 5
+    reproduction=Reproduction(
+        run="torchfix_placement_cache.reproduction_magi:magi_cache_key",
+        measure="what the Replicate() build of a SimpleFSDP-style module was served from the Shard(0) build's "
+        "Magi cache (0 Inductor compiles): Inductor's size assert, or its output difference against eager",
+        ranks=2,
+        libraries={"magi_compiler": ""},
+        seconds=40,
+    ),
 )
 
 BYPASS_KEY_FIX = FixSpec(

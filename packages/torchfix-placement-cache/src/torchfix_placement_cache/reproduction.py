@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from torchfix_core.reproduction import Outcome, not_observed, observed
 
@@ -170,36 +170,41 @@ def uneven_rank(config_json: str) -> dict[str, Any]:
         dist.destroy_process_group()
 
 
+def run_ranks(argvs: list[list[str]], env: Mapping[str, str], what: str, timeout: float = 600) -> list[dict[str, Any]]:
+    """``python ARGV`` for each of ``argvs`` (one per rank) at once, fresh interpreters with ``env``;
+    each one's JSON result line, by rank (a rank that fails or prints none raises, naming ``what``
+    and its output). Ranks still running at ``timeout`` or after another failed are killed."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, *argv], env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for argv in argvs
+    ]
+    try:
+        streams = [p.communicate(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    outputs = [(p.returncode, out, err) for p, (out, err) in zip(procs, streams)]
+    return [_last_json(o, f"rank {rank} of {what}") for rank, o in enumerate(outputs)]
+
+
 def uneven_job(world: int = 2, timeout: float = 600) -> list[dict[str, Any]]:
     """:func:`uneven_rank` on ``world`` gloo ranks, fresh interpreters with this one's environment,
     sharing one temporary ``TORCHINDUCTOR_CACHE_DIR`` and a ``file://`` rendezvous; each rank's
     result (the CLI's JSON line), by rank."""
     with tempfile.TemporaryDirectory(prefix="torchfix-repro-") as tmp:
-        env = _child_env(os.path.join(tmp, "cache"))
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    MODULE,
-                    "uneven_rank",
-                    json.dumps({"rank": rank, "world": world, "init_method": f"file://{tmp}/store"}),
-                ],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )  # fmt: skip
+        argvs = [
+            [
+                "-m",
+                MODULE,
+                "uneven_rank",
+                json.dumps({"rank": rank, "world": world, "init_method": f"file://{tmp}/store"}),
+            ]
             for rank in range(world)
         ]
-        try:
-            streams = [p.communicate(timeout=timeout) for p in procs]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-        outputs = [(p.returncode, out, err) for p, (out, err) in zip(procs, streams)]
-        return [_last_json(o, f"rank {rank} of the uneven job") for rank, o in enumerate(outputs)]
+        return run_ranks(argvs, _child_env(os.path.join(tmp, "cache")), "the uneven job", timeout)
 
 
 def placement() -> Outcome:
