@@ -375,6 +375,9 @@ VERDICT_WORDS = (
 def verdict_words(verdict: str) -> str:
     """A verify cell's verdict shortened for the table (:data:`VERDICT_WORDS`); the rest of a
     ``skipped`` verdict is kept, cut to 60 characters, without its brackets."""
+    kept_out = re.match(r"skipped: \S+ here \((.*)\)$", verdict)  # verify's "skipped: <state> here (why)"
+    if kept_out:
+        verdict = f"skipped: {kept_out.group(1)}"
     for start, shown in VERDICT_WORDS:
         if verdict.startswith(start):
             rest = verdict[len(start) :].strip().strip("()")

@@ -148,10 +148,11 @@ def test_compatibility_page_is_current_and_drift_is_caught() -> None:
     assert any(meta["fixes"][1]["id"] in p and "9.9.9" in p for p in problems), problems
     assert any(meta["fixes"][0]["id"] in p and "on torch" in p and "range >=9.0" in p for p in problems), problems
 
-    # a fix that no recorded torch cell ran (a new fix) makes every cell stale: "absent" is never shown
+    # a fix that no recorded torch or verify cell ran (a new fix) makes every cell stale: "absent" is never shown
     added = {**meta, "fixes": [*meta["fixes"], {**meta["fixes"][0], "id": "new-fix"}]}
     absent = [p for p in compatibility.check(added) if "has no run of new-fix (absent)" in p]
-    assert len(absent) == len(compatibility.load_cells("torch-")) > 0, absent
+    cells = {**compatibility.load_cells("torch-"), **compatibility.load_cells("verify-")}
+    assert len(absent) == len(cells) > len(compatibility.load_cells("torch-")) > 0, absent
 
     # the TransformerEngine table is checked the same way: its matrix, and states against TE ranges
     te_fix = next(i for i, f in enumerate(meta["fixes"]) if "transformer_engine" in f["targets"])
@@ -224,6 +225,9 @@ def test_a_gpu_cell_shows_what_verify_found(tmp_path: Path) -> None:
     assert f"- `{first}`, torch 2.15.0+cu130: without the fix KeyError: 'x'; with it gradients equal" in text
     assert compatibility.verdict_words("NOT REPAIRED: the bug showed with the fix applied") == "**NOT REPAIRED**"
     assert compatibility.verdict_words("skipped: cannot run here (needs a CUDA GPU)") == "cannot run: needs a CUDA GPU"
+    assert compatibility.verdict_words("skipped: not-installed here (magi_compiler is not installed)") == (
+        "skipped: magi_compiler is not installed"
+    )
 
 
 def test_a_cell_says_how_long_its_tests_took() -> None:
