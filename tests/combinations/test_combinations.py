@@ -43,9 +43,8 @@ What runs (docs/design.md, "Combination suite", says why this proves what the pa
   it is applied on this torch. Where a fix is applied alone, the bug must show without it and not
   with it; where it is not, neither run may break. A reproduction that cannot run here (it needs a
   GPU, or a library this environment lacks: Magi) says so in both runs and its row says why
-  (discovery and co-existence still cover the fix). A reproduction that needs another fix active
-  gets that fix too (``REPRODUCTION_NEEDS``; none does today). Every fix of the family declares a reproduction or is
-  in ``WITHOUT_REPRODUCTION`` with a reason;
+  (discovery and co-existence still cover the fix). Every fix of the family declares a reproduction,
+  and each shows its bug with its own fix alone switched, as verify runs it;
 * the **guards** of that argument: no fix changes a callable of torch / TransformerEngine / Magi
   that is not one of its live patches (``_patch_points.py``'s ``hidden``); the recorder sees every
   interpreter, thread and exit of a scenario, and the code Dynamo traces on this torch
@@ -90,10 +89,6 @@ SPECS = selection.load_specs()
 REPRODUCTIONS: dict[str, Any] = {
     fix: spec.reproduction for fix, (_, spec) in SPECS.items() if spec.reproduction is not None
 }
-# fix id -> {fix its reproduction needs active: why}. The reproduction runs as its package's tests
-# run it (there the package's other fixes stay on): in a subset without a needed fix, that fix is
-# switched on for the reproduction's run (discovery still sees the subset alone).
-REPRODUCTION_NEEDS: dict[str, dict[str, str]] = {}
 MODE = os.environ.get("COMBINATIONS_SELECTION", "selection")
 FAMILY = selection.load_facts()
 INSTALLED_HERE = sorted({f.distribution for f in FAMILY if importlib.util.find_spec(f.distribution.replace("-", "_"))})
@@ -557,14 +552,14 @@ def full_set_runs() -> dict[str, dict[str, Any]]:
 
 @functools.cache
 def alone_runs() -> dict[str, dict[str, Any]]:
-    """Every fix's reproduction alone (its subset ``{fix}``, with what ``REPRODUCTION_NEEDS`` adds),
+    """Every fix's reproduction alone (its subset ``{fix}``),
     each interpreter recording what it reached (``REACH_RECORDER``): fix -> ok, output, seconds,
     modules, codes, opaque; ``jobs()`` at once."""
     fixes, _ = plan()
 
     def one(fix: str) -> dict[str, Any]:
         dists, off = selection.realize((fix,), fixes)
-        env = reproduction_env(fix, (fix,), fixes) or child_env(switches((fix,), off), install(dists))
+        env = child_env(switches((fix,), off), install(dists))
         return reproduce_recorded(fix, env, workdir() / "reach" / fix)
 
     return made_once("alone", lambda: in_parallel(one, sorted(REPRODUCTIONS)))  # type: ignore[no-any-return]
@@ -609,22 +604,11 @@ def applied_here() -> list[str]:
 # ---------------------------------------------------------------- checks
 
 
-#: fixes that may declare no reproduction: why (each other fix of the family declares one)
-WITHOUT_REPRODUCTION: dict[str, str] = {}
-
-
 def test_every_fix_declares_its_reproduction() -> None:
     """A new fix cannot be left out of the suite silently: each family fix declares its reproduction
-    (``FixSpec.reproduction``) or is in ``WITHOUT_REPRODUCTION`` with a reason, and
-    ``REPRODUCTION_NEEDS`` names declared reproductions and fixes of the family only."""
-    ids = {f.id for f in FAMILY}
-    undeclared = ids - set(REPRODUCTIONS)
-    assert undeclared == set(WITHOUT_REPRODUCTION), (
-        f"declare a reproduction (or say why not in WITHOUT_REPRODUCTION): {sorted(undeclared - set(WITHOUT_REPRODUCTION))}; "
-        f"declared now, leave WITHOUT_REPRODUCTION: {sorted(set(WITHOUT_REPRODUCTION) - undeclared)}"
-    )
-    for fix, needs in REPRODUCTION_NEEDS.items():
-        assert fix in REPRODUCTIONS and needs and set(needs) <= ids - {fix}, (fix, needs)
+    (``FixSpec.reproduction``)."""
+    undeclared = {f.id for f in FAMILY} - set(REPRODUCTIONS)
+    assert undeclared == set(), f"declare a reproduction: {sorted(undeclared)}"
 
 
 def test_the_judgement_of_a_reproduction() -> None:
@@ -849,17 +833,5 @@ def test_subset_discovery_order_and_reproductions(subset: selection.Subset) -> N
             row = (full_set_runs() if len(subset) > 1 else alone_runs())[fix]
             ok, output = row["ok"], row["output"]
         else:
-            ok, output = reproduce(fix, reproduction_env(fix, subset, fixes) or env)
+            ok, output = reproduce(fix, env)
         assert ok, f"{fix} reproduction with {subset} ({patch_points()[fix]['state']} alone):\n{output}"
-
-
-def reproduction_env(fix: str, subset: selection.Subset, fixes: list[selection.FixFacts]) -> dict[str, str] | None:
-    """The environment of ``fix``'s reproduction in ``subset`` when it needs fixes the subset lacks
-    (``REPRODUCTION_NEEDS``): the subset plus those, installed and switched on; else None (the
-    subset's own)."""
-    needed = set(REPRODUCTION_NEEDS.get(fix, {})) - set(subset)
-    if not needed:
-        return None
-    widened = tuple(sorted({*subset, *needed}))
-    dists, off = selection.realize(widened, fixes)
-    return child_env(switches(widened, off), install(dists))

@@ -22,25 +22,30 @@ No torchao here. Two parts, each run in its own process per mode:
 
 Usage: ``python repro_fp8_minmax_store.py``; prints JSON lines and a summary; exit status 0.
 
-The cast, the run over every launcher with its bytewise comparison, and the launcher bookkeeping are imported from the package's GPU
-test (``packages/torchfix-fp8-minmax/tests/_scenarios.py``, which needs nothing of torchfix for
-them). The logs of 2026-12-02/03 were made by this script's self-contained version (commit
+The cast, the run over every launcher with its bytewise comparison, and the launcher bookkeeping are imported from the fix's
+shipped reproduction (``torchfix_fp8_minmax.reproduction``: install torchfix-fp8-minmax, or put its
+``src`` on ``PYTHONPATH``; those functions need no other part of torchfix). The logs of 2026-12-02/03 were made by this script's self-contained version (commit
 bc89b41), the same code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 from typing import Any
 
-# the compiled cast, the run over every launcher and the launcher bookkeeping are the package's GPU test's
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "packages" / "torchfix-fp8-minmax" / "tests"))
-from _scenarios import _cast, _differing, _every_launcher, _keep_launchers  # noqa: E402
+# the compiled cast, the run over every launcher and the launcher bookkeeping are the shipped reproduction's
+from torchfix_fp8_minmax.reproduction import cast as _cast  # noqa: E402
+from torchfix_fp8_minmax.reproduction import differing as _differing  # noqa: E402
+from torchfix_fp8_minmax.reproduction import every_launcher as _every_launcher  # noqa: E402
+from torchfix_fp8_minmax.reproduction import launchers_kept  # noqa: E402
+
+#: the launchers stay recorded (and loaded) for the rest of this interpreter
+_KEPT = contextlib.ExitStack()
 
 SHAPES = [(4096, 4096), (8192, 1024), (1024, 8192), (2048, 5120), (768, 3072), (3072, 768), (1000, 1000), (257, 4096)]
 
@@ -72,7 +77,7 @@ def inductor_child(mode: str) -> dict[str, Any]:
     iconfig.max_autotune_pointwise = True
     if mode == "patched":
         _patch_where_form()
-    stash = _keep_launchers()
+    stash = _KEPT.enter_context(launchers_kept())
     torch._dynamo.config.recompile_limit = 64
     from torch._inductor.codegen.triton import TritonOverrides
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,15 +41,9 @@ def run_script(script: str, *args: str, env: dict[str, str] | None = None, timeo
 
 
 def reproduce_with_report(fix: bool) -> dict[str, Any]:
-    """The fix's declared reproduction in a fresh interpreter, the fix alone on (``fix``) or off
-    (``torchfix_core.testing.reproduce``); the record gains ``report``: the fix's row of the report
-    the child wrote at exit (``TORCHFIX_REPORT``: ``state``, ``acted``, ``events``)."""
-    with tempfile.TemporaryDirectory(prefix="torchfix-autotune-report-") as folder:
-        record = reproduce("autotune", fix, env={"TORCHFIX_REPORT": folder})
-        (written,) = Path(folder).glob("torchfix-report-*.json")
-        rows = json.loads(written.read_text())["fixes"]
-    record["report"] = next(r for r in rows if r["id"] == "autotune")
-    return record
+    """The fix's declared reproduction, this fix alone on (``fix``) or off, with the report its
+    interpreter wrote (``torchfix_core.testing.reproduce(..., with_report=True)``)."""
+    return reproduce("autotune", fix, with_report=True)
 
 
 def backward_outcome(

@@ -110,6 +110,13 @@ def test_the_kit_runs_the_same_declared_reproduction() -> None:
         reproduce(DEMO, True, env={"DEMO_REPRODUCTION": "raise"})
 
 
+def test_the_kit_reads_the_report_the_reproduction_wrote() -> None:
+    """``reproduce(..., with_report=True)``: the fix's row of the report its interpreter wrote at exit."""
+    on = reproduce(DEMO, True, with_report=True)
+    assert on["report"]["id"] == DEMO and on["report"]["state"] == "applied", on["report"]
+    assert on["outcome"]["result"] == "not-observed", on
+
+
 @pytest.mark.parametrize(
     ("mode", "verdict", "status"),
     [

@@ -45,14 +45,6 @@ def _state() -> str:
     return str(_report()["state"])
 
 
-def _triton_version() -> str | None:
-    try:
-        import triton
-    except ImportError:
-        return None
-    return str(triton.__version__)
-
-
 def _mm_graph() -> Any:
     import torch
 
@@ -86,7 +78,7 @@ def codegen() -> dict[str, Any]:
 
     return {
         "torch": torch.__version__,
-        "triton": _triton_version(),
+        "triton": reproduction.triton_version(),
         "states": {"import torch": at_import, "after trigger": after_trigger},
         "minimum": TritonKernelOverrides.minimum("tmp0", "tmp1"),
         "maximum": TritonKernelOverrides.maximum("tmp0", "tmp1"),
@@ -119,26 +111,12 @@ def cache(*options: str) -> dict[str, Any]:
     out = torch.compile(f)(x)
     return {
         "torch": torch.__version__,
-        "triton": _triton_version(),
+        "triton": reproduction.triton_version(),
         "cache": compile_cache_counters(),
         "equal": bool(torch.equal(out, f(x))),
         "state": _state(),
         "report": _report(),
     }
-
-
-# docs/results/gpu/repro_fp8_minmax_store.py (the recorded sweeps' script) imports the cast, the
-# bytewise comparison and the run over every launcher from here: the shipped reproduction's
-_cast, _differing, _every_launcher = reproduction.cast, reproduction.differing, reproduction.every_launcher
-_HELD: list[Any] = []
-
-
-def _keep_launchers() -> list[tuple[Any, list[Any]]]:
-    """:func:`torchfix_fp8_minmax.reproduction.launchers_kept` for the rest of this interpreter (that
-    script's form)."""
-    manager = reproduction.launchers_kept()
-    _HELD.append(manager)
-    return manager.__enter__()
 
 
 def gpu() -> dict[str, Any]:

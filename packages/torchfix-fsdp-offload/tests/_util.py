@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +33,9 @@ def run(scenario: str, *options: str, fix: bool = True, env: dict[str, str] | No
 
 
 def reproduce_with_report(fix: bool) -> dict[str, Any]:
-    """The fix's declared reproduction in a fresh interpreter, this fix alone on (``fix``) or off
-    (``torchfix_core.testing.reproduce``); the record gains ``report``: the fix's row of the report
-    the child wrote at exit (``TORCHFIX_REPORT``: ``state``, ``acted``, ``events``)."""
-    with tempfile.TemporaryDirectory(prefix="torchfix-fsdp-offload-report-") as folder:
-        record = reproduce(FIX, fix, env={"TORCHFIX_REPORT": folder})
-        (written,) = Path(folder).glob("torchfix-report-*.json")
-        rows = json.loads(written.read_text())["fixes"]
-    record["report"] = next(r for r in rows if r["id"] == FIX)
-    return record
+    """The fix's declared reproduction, this fix alone on (``fix``) or off, with the report its
+    interpreter wrote (``torchfix_core.testing.reproduce(..., with_report=True)``)."""
+    return reproduce(FIX, fix, with_report=True)
 
 
 def assert_ok(r: dict[str, Any]) -> None:

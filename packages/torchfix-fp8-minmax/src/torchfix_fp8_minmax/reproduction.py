@@ -187,7 +187,7 @@ def sweep() -> dict[str, Any]:
         case["red"] = case["red"][:2]
     return {
         "torch": torch.__version__,
-        "triton": _triton_version(),
+        "triton": triton_version(),
         "device": torch.cuda.get_device_name(),
         "cases": cases,
         "configs_run": sum(c["configs_run"] for c in cases),
@@ -197,7 +197,8 @@ def sweep() -> dict[str, Any]:
     }
 
 
-def _triton_version() -> str | None:
+def triton_version() -> str | None:
+    """The installed Triton's version, None without Triton."""
     try:
         import triton
     except ImportError:
@@ -216,7 +217,7 @@ def _cannot_run_why() -> str:
     missing = [name for name in DTYPES if not hasattr(torch, name)]
     if missing:
         return f"this torch has no {', '.join(missing)}"
-    if _triton_version() is None:
+    if triton_version() is None:
         return "Triton is not installed: Inductor compiles CUDA kernels with it"
     if torch.cuda.get_device_capability() < (8, 9):
         major, minor = torch.cuda.get_device_capability()

@@ -78,16 +78,34 @@ def run_json_script(
 
 
 def reproduce(
-    fix_id: str, enabled: bool, *, env: Mapping[str, str] | None = None, timeout: float = 600
+    fix_id: str,
+    enabled: bool,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+    with_report: bool = False,
 ) -> dict[str, Any]:
     """Run ``fix_id``'s declared reproduction (``FixSpec.reproduction``) once, in a fresh
     interpreter with every fix off but ``fix_id`` (on or off: :func:`only_fix`), plus ``env``: what
     ``torchfix-doctor verify`` runs. Returns the child's record: ``outcome`` (``result``,
-    ``measure``, ``detail``), the fix's ``state`` there, ``seconds``; a reproduction that broke
-    raises :class:`ScenarioFailed` with its error."""
-    return run_json_script(
-        ["-m", "torchfix_core.reproduction", fix_id], env={**only_fix(fix_id, enabled), **(env or {})}, timeout=timeout
-    )
+    ``measure``, ``detail``), the fix's state there, ``seconds``; with ``with_report``, also
+    ``report``: the fix's row of the report the child wrote at exit (``TORCHFIX_REPORT`` in a
+    temporary directory: ``state``, ``acted``, ``events``). A reproduction that broke raises
+    :class:`ScenarioFailed` with its error."""
+    argv = ["-m", "torchfix_core.reproduction", fix_id]
+    if not with_report:
+        return run_json_script(argv, env={**only_fix(fix_id, enabled), **(env or {})}, timeout=timeout)
+    import tempfile
+
+    from torchfix_core._report import FILE_GLOB
+
+    with tempfile.TemporaryDirectory(prefix=f"torchfix-{fix_id}-report-") as folder:
+        options = {**only_fix(fix_id, enabled), **(env or {}), "TORCHFIX_REPORT": folder}
+        record = run_json_script(argv, env=options, timeout=timeout)
+        (written,) = Path(folder).glob(FILE_GLOB)
+        rows = json.loads(written.read_text())["fixes"]
+    record["report"] = next(r for r in rows if r["id"] == fix_id)
+    return record
 
 
 def run_json_script_timed(argv: Sequence[str | os.PathLike[str]], **options: Any) -> dict[str, Any]:
