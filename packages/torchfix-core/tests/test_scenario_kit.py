@@ -103,7 +103,7 @@ def test_recorded_gpu_run_prints_versions_scenarios_and_outcomes(
     )
     kit.print_recorded_gpu_run(log, lambda label, r: f"{label}: red {r['red']}")
     assert capsys.readouterr().out.splitlines() == [
-        "  no CUDA GPU here; recorded on an NVIDIA H200 (gpu.log):",
+        "  no CUDA GPU here; recorded on a CUDA GPU (gpu.log):",
         "    torch 9.9 H200",
         "    fix off: red 3",
         "    fix on: red 0",
@@ -137,7 +137,7 @@ def test_gpu_fix_demo_runs_the_gpu_check_or_shows_the_recorded_run_and_the_cpu_c
     recorded = (
         []
         if cuda
-        else ["  no CUDA GPU here; recorded on an NVIDIA H200 (gpu.log):", "    torch 9.9 H200", "    fix off: red 3"]
+        else ["  no CUDA GPU here; recorded on a CUDA GPU (gpu.log):", "    torch 9.9 H200", "    fix off: red 3"]
     )
     assert capsys.readouterr().out.splitlines() == [
         "== title ==",

@@ -137,13 +137,13 @@ def demo_line(label: str, describe: Callable[[Mapping[str, Any]], str], result: 
 
 
 def print_recorded_gpu_run(
-    log: Path, describe: Callable[[str, dict[str, Any]], str], *, machine: str = "an NVIDIA H200"
+    log: Path, describe: Callable[[str, dict[str, Any]], str], *, machine: str = "a CUDA GPU"
 ) -> None:
     """For a demo on a machine without a GPU: print what a recorded GPU test run showed.
 
     ``log`` is the raw output of ``pytest -m gpu -s -rA`` on a fix's ``test_gpu.py`` whose
     scenarios print ``gpu scenario, fix on: {json}`` / ``fix off``; its first line (the versions)
-    is printed, then ``describe(label, result)`` for each scenario line (``label`` is ``fix on`` or
+    is printed (it names the device: an H100 or an H200 log alike), then ``describe(label, result)`` for each scenario line (``label`` is ``fix on`` or
     ``fix off``) and each test's PASSED / FAILED line. A missing log is said, not raised."""
     print(f"  no CUDA GPU here; recorded on {machine} ({log.name}):")
     if not log.is_file():
