@@ -22,9 +22,10 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import sys
 from typing import Any, Callable, Iterator
+
+from _timing import cuda_medians
 
 OPT_IN = "TORCHINDUCTOR_USE_RAND4X"
 FIX = "inductor-rand4x-dropout"
@@ -65,26 +66,6 @@ def switch() -> tuple[Callable[[bool], Any] | None, str]:
                 os.environ[OPT_IN] = saved
 
     return four_x, f"{OPT_IN}=1, honoured by {FIX}"
-
-
-def bench(fns: dict[str, Callable[[], Any]], reps: int, rounds: int) -> dict[str, float]:
-    """Median milliseconds per call of each function, interleaved rounds, CUDA events."""
-    import torch
-
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for fn in fns.values():
-        fn()
-    torch.cuda.synchronize()
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            for _ in range(reps):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times[name].append(start.elapsed_time(end))
-    return {k: round(statistics.median(v), 4) for k, v in times.items()}
 
 
 def main() -> int:
@@ -131,7 +112,7 @@ def main() -> int:
             _, codes = run_and_get_code(lambda train=train, infer=infer: (train(), infer()))
         print(json.dumps({"variant": variant, "rand4x_calls": sum(c.count("rand4x(") for c in codes)}))
         fns[f"{variant} ac step"], fns[f"{variant} forward"] = train, infer
-    ms = bench(fns, args.reps, args.rounds)
+    ms = cuda_medians(fns, args.reps, args.rounds)
     print(json.dumps({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "switch": how, "ms": ms}))
     for what in ("ac step", "forward"):
         ratio = ms[f"tl.rand {what}"] / ms[f"rand4x {what}"]

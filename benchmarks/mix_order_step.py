@@ -21,35 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from typing import Any, Callable
+
+from _timing import cuda_medians
 
 FIX = "mix-order-view-write"
 SOURCE = """
 def forward(x, table):
     return modulated_norms(x, table)
 """
-
-
-def bench(fns: dict[str, Callable[[], Any]], reps: int, rounds: int) -> dict[str, float]:
-    """Median milliseconds per call of each function, interleaved rounds, CUDA events."""
-    import torch
-
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for fn in fns.values():
-        fn()
-    torch.cuda.synchronize()
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            for _ in range(reps):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times[name].append(start.elapsed_time(end))
-    return {k: round(statistics.median(v), 4) for k, v in times.items()}
 
 
 def main() -> int:
@@ -100,7 +81,7 @@ def main() -> int:
         with inductor_config.patch({"triton.mix_order_reduction": variant != "mix-order off"}):
             grads[variant] = run().detach().clone()  # compiles here: forward and backward
         fns[variant] = run
-    ms = bench(fns, args.reps, args.rounds)
+    ms = cuda_medians(fns, args.reps, args.rounds)
     reference = grads["mix-order off"].double()
     print(
         json.dumps(

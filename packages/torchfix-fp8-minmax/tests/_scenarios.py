@@ -25,9 +25,7 @@ fix's state at the end) and ``report`` (``report_of``: state, ``acted``, events)
 
 from __future__ import annotations
 
-import json
 import sys
-import traceback
 from typing import Any
 
 from torchfix_fp8_minmax import reproduction
@@ -45,37 +43,16 @@ def _state() -> str:
     return str(_report()["state"])
 
 
-def _mm_graph() -> Any:
-    import torch
-
-    graph = torch.fx.Graph()
-    x = graph.placeholder("x")
-    graph.output(graph.call_function(torch.ops.aten.mm.default, (x, x)))
-    return torch.fx.GraphModule(torch.nn.Module(), graph)
-
-
 def codegen() -> dict[str, Any]:
     import torch
 
     at_import = _state()
-    from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCacheDetails
-    from torch._guards import TracingContext, tracing
-    from torch._inductor.codecache import FxGraphHashDetails
+    import torch._inductor.codecache  # noqa: F401 - with codegen.triton, the fix's triggers
     from torch._inductor.codegen.triton import TritonKernelOverrides
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torchfix_core.testing import compile_cache_key_terms
 
     after_trigger = _state()
-    gm = _mm_graph()
-    fx_details = FxGraphHashDetails(gm, [], {}, [])
-    with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
-        aot_details = AOTAutogradCacheDetails(gm, [], None, {})
-
-    def term(details: object) -> dict[str, str] | None:
-        """The compile caches' key term on ``details``: fix id -> detail (None: no term)."""
-        found = getattr(details, "torchfix_fixes", None)
-        return None if found is None else {fix_id: detail for fix_id, _version, detail in found}
-
+    terms = compile_cache_key_terms()
     return {
         "torch": torch.__version__,
         "triton": reproduction.triton_version(),
@@ -83,8 +60,8 @@ def codegen() -> dict[str, Any]:
         "minimum": TritonKernelOverrides.minimum("tmp0", "tmp1"),
         "maximum": TritonKernelOverrides.maximum("tmp0", "tmp1"),
         "minimum_expr": TritonKernelOverrides.minimum("tmp0", "tmp1 + 1"),
-        "fx_key_term": term(fx_details),
-        "aot_key_term": term(aot_details),
+        "fx_key_term": terms["fx"],
+        "aot_key_term": terms["aot"],
         "state": _state(),
         "report": _report(),
     }
@@ -93,27 +70,14 @@ def codegen() -> dict[str, Any]:
 def cache(*options: str) -> dict[str, Any]:
     import torch
     import torch._inductor.codegen.triton  # noqa: F401 - with codecache, the fix's triggers: applied here
-    import torch._inductor.config as inductor_config
-    from torchfix_core.testing import compile_cache_counters, drop_cache_key_term
+    from torchfix_core.testing import compile_with_caches
 
-    if "--without-key-term" in options:
-        drop_cache_key_term("fp8-minmax-store")
-
-    inductor_config.fx_graph_cache = True
-    inductor_config.fx_graph_remote_cache = False
-    torch._functorch.config.enable_autograd_cache = True
-    torch.manual_seed(0)
-    x = torch.randn(64, 64)
-
-    def f(t: torch.Tensor) -> torch.Tensor:
-        return (t * 3).clamp(-1, 1)
-
-    out = torch.compile(f)(x)
+    compiled = compile_with_caches(FIX, options)
     return {
         "torch": torch.__version__,
         "triton": reproduction.triton_version(),
-        "cache": compile_cache_counters(),
-        "equal": bool(torch.equal(out, f(x))),
+        "cache": compiled["cache"],
+        "equal": compiled["equal"],
         "state": _state(),
         "report": _report(),
     }
@@ -133,13 +97,7 @@ def gpu() -> dict[str, Any]:
 SCENARIOS = {"codegen": codegen, "cache": cache, "gpu": gpu}
 
 
-def main(argv: list[str]) -> None:
-    try:
-        result: dict[str, Any] = {"ok": True, **SCENARIOS[argv[0]](*argv[1:])}
-    except Exception as exc:  # noqa: BLE001 - reported to the test as JSON
-        result = {"ok": False, "error_type": type(exc).__name__, "error": str(exc), "traceback": traceback.format_exc()}
-    print(json.dumps(result))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from torchfix_core.testing import scenario_main
+
+    scenario_main(SCENARIOS, sys.argv[1:])

@@ -13,69 +13,16 @@ shows the same order with Triton kernels.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import pytest
 from _util import FIX, assert_ok, run
-from torchfix_core.testing import CacheStep, cache_hits, cold, outside_validated_range, warm_cache_runs
+from torchfix_core.testing import WarmCacheContract
 
 
-@pytest.fixture(scope="module")
-def orders(tmp_path_factory: pytest.TempPathFactory, bug_present: bool) -> dict[str, list[dict[str, Any]]]:
-    forced = {"TORCHFIX_FORCE": FIX} if outside_validated_range(FIX) else {}
+class TestWarmCache(WarmCacheContract):
+    fix_id = FIX
+    runner = staticmethod(run)
 
-    def step(which: CacheStep, cache: Path) -> dict[str, Any]:
-        # without the bug the fix is not applied and holds no term to drop
-        options = [] if which.key_term or not bug_present else ["--without-key-term"]
-        env = {"TORCHINDUCTOR_CACHE_DIR": str(cache), **(forced if which.fix else {})}
-        r = run("cache", *options, fix=which.fix, env=env)
-        assert_ok(r)
-        assert r["equal"] is True, r
-        return r
-
-    return warm_cache_runs(step, tmp_path_factory.mktemp("warm-cache"))
-
-
-def _cold(r: dict[str, Any]) -> bool:
-    return cold(r) and r["cache"]["fxgraph_miss"] >= 1
-
-
-def test_entry_from_before_the_fix_served_without_key_term(
-    orders: dict[str, list[dict[str, Any]]], bug_present: bool
-) -> None:
-    if not bug_present:
-        pytest.skip("the fix does not act on this torch: no key term to take away")
-    off, on = orders["off, then on without its key term"]
-    assert _cold(off), off["cache"]
-    # with the codegen patched but no key term, the entry compiled without the fix is served
-    assert cache_hits(on) >= 1, on["cache"]
-
-
-def test_entry_from_before_the_fix_not_served_with_fix(
-    orders: dict[str, list[dict[str, Any]]], bug_present: bool
-) -> None:
-    off, on, _ = orders["off, then on"]
-    assert _cold(off), off["cache"]
-    if not bug_present:
-        assert on["state"] == "not-needed" and cache_hits(on) >= 1, on
-        return
-    assert on["state"] == "applied", on
-    assert _cold(on), on["cache"]
-    assert on["report"]["events"]["key-changed"] >= 1, on["report"]
-
-
-def test_key_term_is_stable_across_processes(orders: dict[str, list[dict[str, Any]]], bug_present: bool) -> None:
-    if not bug_present:
-        pytest.skip("the fix does not act on this torch: no key term")
-    assert cache_hits(orders["off, then on"][2]) >= 1, orders["off, then on"][2]
-
-
-def test_entry_compiled_with_fix_not_served_without_it(
-    orders: dict[str, list[dict[str, Any]]], bug_present: bool
-) -> None:
-    on, off = orders["on, then off"]
-    assert _cold(on), on["cache"]
-    if not bug_present:
-        pytest.skip("the fix does not act on this torch: both processes compile torch's own code")
-    assert off["state"] == "disabled" and _cold(off), off
+    def check(self, result: dict[str, Any]) -> None:
+        assert_ok(result)
+        assert result["equal"] is True, result

@@ -27,10 +27,8 @@ fix's state at the end) and ``report`` (``report_of``: state, ``acted``, events)
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
-import traceback
 from typing import Any, Iterator
 
 FIX = "inductor-rand4x-dropout"
@@ -107,33 +105,10 @@ def random_codegen(ndim: int) -> dict[str, Any]:
         }
 
 
-def _mm_graph() -> Any:
-    import torch
-
-    graph = torch.fx.Graph()
-    x = graph.placeholder("x")
-    graph.output(graph.call_function(torch.ops.aten.mm.default, (x, x)))
-    return torch.fx.GraphModule(torch.nn.Module(), graph)
-
-
 def _key_terms() -> dict[str, Any]:
-    """The compile caches' key term (fix id -> detail, null: no term) on fresh FX graph and AOTAutograd
-    details of a one-``mm`` graph."""
-    from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCacheDetails
-    from torch._guards import TracingContext, tracing
-    from torch._inductor.codecache import FxGraphHashDetails
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torchfix_core.testing import compile_cache_key_terms
 
-    def term(details: object) -> dict[str, str] | None:
-        found = getattr(details, "torchfix_fixes", None)
-        return None if found is None else {fix_id: detail for fix_id, _version, detail in found}
-
-    gm = _mm_graph()
-    fx_details = FxGraphHashDetails(gm, [], {}, [])
-    with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
-        aot_details = AOTAutogradCacheDetails(gm, [], None, {})
-    return {"fx": term(fx_details), "aot": term(aot_details)}
+    return compile_cache_key_terms()
 
 
 def codegen() -> dict[str, Any]:
@@ -182,27 +157,14 @@ def codegen() -> dict[str, Any]:
 def cache(*options: str) -> dict[str, Any]:
     import torch
     import torch._inductor.codegen.triton  # noqa: F401 - with codecache, the fix's triggers: applied here
-    import torch._inductor.config as inductor_config
-    from torchfix_core.testing import compile_cache_counters, drop_cache_key_term
+    from torchfix_core.testing import compile_with_caches
 
-    if "--without-key-term" in options:
-        drop_cache_key_term(FIX)
-
-    inductor_config.fx_graph_cache = True
-    inductor_config.fx_graph_remote_cache = False
-    torch._functorch.config.enable_autograd_cache = True
-    torch.manual_seed(0)
-    x = torch.randn(64, 64)
-
-    def f(t: torch.Tensor) -> torch.Tensor:
-        return (t * 3).clamp(-1, 1)
-
-    out = torch.compile(f)(x)
+    compiled = compile_with_caches(FIX, options)
     return {
         "torch": torch.__version__,
         "triton": _triton(),
-        "cache": compile_cache_counters(),
-        "equal": bool(torch.equal(out, f(x))),
+        "cache": compiled["cache"],
+        "equal": compiled["equal"],
         "state": _state(),
         "report": _report(),
     }
@@ -213,15 +175,12 @@ def gpu(*options: str) -> dict[str, Any]:
     directory, judged, plus the cache counters and the fix's state and report."""
     import torch
     import torch._inductor.codegen.triton  # noqa: F401 - the fix's triggers: applied here
-    import torch._inductor.config as inductor_config
-    from torchfix_core.testing import compile_cache_counters, drop_cache_key_term
+    from torchfix_core.testing import compile_cache_counters, compile_caches_on, drop_cache_key_term
     from torchfix_inductor_rand4x import reproduction
 
     if "--without-key-term" in options:
         drop_cache_key_term(FIX)
-    inductor_config.fx_graph_cache = True
-    inductor_config.fx_graph_remote_cache = False
-    torch._functorch.config.enable_autograd_cache = True
+    compile_caches_on()
     result = reproduction.measure()
     return {
         **result,
@@ -235,13 +194,7 @@ def gpu(*options: str) -> dict[str, Any]:
 SCENARIOS = {"codegen": codegen, "cache": cache, "gpu": gpu}
 
 
-def main(argv: list[str]) -> None:
-    try:
-        result: dict[str, Any] = {"ok": True, **SCENARIOS[argv[0]](*argv[1:])}
-    except Exception as exc:  # noqa: BLE001 - reported to the test as JSON
-        result = {"ok": False, "error_type": type(exc).__name__, "error": str(exc), "traceback": traceback.format_exc()}
-    print(json.dumps(result))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from torchfix_core.testing import scenario_main
+
+    scenario_main(SCENARIOS, sys.argv[1:])

@@ -24,7 +24,15 @@ from typing import Any
 import pytest
 import torch
 from _util import FIX, OPT_IN, assert_ok, run
-from torchfix_core.testing import CacheStep, cache_hits, cold, outside_validated_range, reproduce, warm_cache_runs
+from torchfix_core.testing import (
+    CacheStep,
+    cache_hits,
+    cache_step_arguments,
+    cold,
+    outside_validated_range,
+    reproduce,
+    warm_cache_runs,
+)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -86,9 +94,8 @@ def test_upstream_opt_in_brings_the_4x_path_back(declared: dict[str, dict[str, A
 @pytest.fixture(scope="module")
 def orders(tmp_path_factory: pytest.TempPathFactory, bug_present: bool) -> dict[str, list[dict[str, Any]]]:
     def step(which: CacheStep, cache: Path) -> dict[str, Any]:
-        options = [] if which.key_term or not bug_present else ["--without-key-term"]
-        forced = {"TORCHFIX_FORCE": FIX} if which.fix and outside_validated_range(FIX) else {}
-        r = run("gpu", *options, fix=which.fix, env={"TORCHINDUCTOR_CACHE_DIR": str(cache), **forced})
+        options, env = cache_step_arguments(FIX, which, cache, bug_present=bug_present)
+        r = run("gpu", *options, fix=which.fix, env=env)
         assert_ok(r)
         keys = ("torch", "triton", "device", "a", "b", "harm", "cache", "state", "report")
         _print(f"gpu scenario, fix {which.name}", {k: r.get(k) for k in keys})

@@ -24,9 +24,7 @@ and ``report`` (``report_of``: state, ``acted``, events).
 
 from __future__ import annotations
 
-import json
 import sys
-import traceback
 from typing import Any
 
 import _emit
@@ -44,26 +42,13 @@ def _state() -> str:
     return str(_report()["state"])
 
 
-def _mm_graph() -> Any:
-    import torch
-
-    graph = torch.fx.Graph()
-    x = graph.placeholder("x")
-    graph.output(graph.call_function(torch.ops.aten.mm.default, (x, x)))
-    return torch.fx.GraphModule(torch.nn.Module(), graph)
-
-
 def emit() -> dict[str, Any]:
     import torch
 
     at_import = _state()
     import torch._inductor.codecache  # noqa: F401 - with codegen.simd, the fix's triggers
     import torch._inductor.codegen.simd  # noqa: F401
-    from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCacheDetails
-    from torch._guards import TracingContext, tracing
-    from torch._inductor.codecache import FxGraphHashDetails
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torchfix_core.testing import compile_cache_key_terms
 
     after_trigger = _state()
     lines, runs = {}, {}
@@ -71,57 +56,30 @@ def emit() -> dict[str, Any]:
         emitted = _emit.emitted_lines(dtype)
         lines[dtype] = [line for line in emitted if line.startswith(("buf3", "buf5"))]
         runs[dtype] = _emit.run_lines(emitted, dtype)
-    gm = _mm_graph()
-    fx_details = FxGraphHashDetails(gm, [], {}, [])
-    with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
-        aot_details = AOTAutogradCacheDetails(gm, [], None, {})
-
-    def term(details: object) -> dict[str, str] | None:
-        """The compile caches' key term on ``details``: fix id -> detail (None: no term)."""
-        found = getattr(details, "torchfix_fixes", None)
-        return None if found is None else {fix_id: detail for fix_id, _version, detail in found}
-
+    terms = compile_cache_key_terms()
     return {
         "torch": torch.__version__,
         "states": {"import torch": at_import, "after trigger": after_trigger},
         "lines": lines,
         "runs": runs,
-        "fx_key_term": term(fx_details),
-        "aot_key_term": term(aot_details),
+        "fx_key_term": terms["fx"],
+        "aot_key_term": terms["aot"],
         "state": _state(),
         "report": _report(),
     }
-
-
-def _caches_on() -> None:
-    import torch
-    import torch._inductor.config as inductor_config
-
-    inductor_config.fx_graph_cache = True
-    inductor_config.fx_graph_remote_cache = False
-    torch._functorch.config.enable_autograd_cache = True
 
 
 def cache(*options: str) -> dict[str, Any]:
     import torch
     import torch._inductor.codecache  # noqa: F401 - with codegen.simd, the fix's triggers: applied here
     import torch._inductor.codegen.simd  # noqa: F401
-    from torchfix_core.testing import compile_cache_counters, drop_cache_key_term
+    from torchfix_core.testing import compile_with_caches
 
-    if "--without-key-term" in options:
-        drop_cache_key_term(FIX)
-    _caches_on()
-    torch.manual_seed(0)
-    x = torch.randn(64, 64)
-
-    def f(t: torch.Tensor) -> torch.Tensor:
-        return (t * 3).clamp(-1, 1)
-
-    out = torch.compile(f)(x)
+    compiled = compile_with_caches(FIX, options)
     return {
         "torch": torch.__version__,
-        "cache": compile_cache_counters(),
-        "equal": bool(torch.equal(out, f(x))),
+        "cache": compiled["cache"],
+        "equal": compiled["equal"],
         "state": _state(),
         "report": _report(),
     }
@@ -132,13 +90,13 @@ def gpu(*options: str) -> dict[str, Any]:
     cache counters and the fix's state and report."""
     import torch._inductor.codecache  # noqa: F401 - the fix's triggers
     import torch._inductor.codegen.simd  # noqa: F401
-    from torchfix_core.testing import compile_cache_counters, drop_cache_key_term
+    from torchfix_core.testing import compile_cache_counters, compile_caches_on, drop_cache_key_term
     from torchfix_mix_order import reproduction
 
     if "--without-key-term" in options:
         drop_cache_key_term(FIX)
     dtype = next((o for o in options if not o.startswith("--")), "float32")
-    _caches_on()
+    compile_caches_on()
     result = reproduction.case(dtype)
     return {**result, "cache": compile_cache_counters(), "state": _state(), "report": _report()}
 
@@ -146,13 +104,7 @@ def gpu(*options: str) -> dict[str, Any]:
 SCENARIOS = {"emit": emit, "cache": cache, "gpu": gpu}
 
 
-def main(argv: list[str]) -> None:
-    try:
-        result: dict[str, Any] = {"ok": True, **SCENARIOS[argv[0]](*argv[1:])}
-    except Exception as exc:  # noqa: BLE001 - reported to the test as JSON
-        result = {"ok": False, "error_type": type(exc).__name__, "error": str(exc), "traceback": traceback.format_exc()}
-    print(json.dumps(result))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from torchfix_core.testing import scenario_main
+
+    scenario_main(SCENARIOS, sys.argv[1:])

@@ -23,7 +23,15 @@ from typing import Any
 import pytest
 import torch
 from _util import FIX, assert_ok, run
-from torchfix_core.testing import CacheStep, cache_hits, cold, outside_validated_range, reproduce, warm_cache_runs
+from torchfix_core.testing import (
+    CacheStep,
+    cache_hits,
+    cache_step_arguments,
+    cold,
+    outside_validated_range,
+    reproduce,
+    warm_cache_runs,
+)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -66,12 +74,8 @@ def test_chunk_gradients_never_written_without_fix_and_written_with_it(
 
 @pytest.fixture(scope="module")
 def orders(tmp_path_factory: pytest.TempPathFactory, bug_present: bool) -> dict[str, list[dict[str, Any]]]:
-    forced = {"TORCHFIX_FORCE": FIX} if outside_validated_range(FIX) else {}
-
     def step(which: CacheStep, cache: Path) -> dict[str, Any]:
-        # without the bug the fix is not applied and holds no term to drop
-        options = [] if which.key_term or not bug_present else ["--without-key-term"]
-        env = {"TORCHINDUCTOR_CACHE_DIR": str(cache), **(forced if which.fix else {})}
+        options, env = cache_step_arguments(FIX, which, cache, bug_present=bug_present)
         r = run("gpu", *options, fix=which.fix, env=env)
         assert_ok(r)
         keys = ("torch", "device", "wrong", "nonfinite", "stale", "mix_order_kernels", "cache", "report")

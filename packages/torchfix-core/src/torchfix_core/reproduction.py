@@ -15,15 +15,25 @@ kit (``torchfix_core.testing.reproduce``), ``nox -s demo`` and the combination s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import json
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Iterator
 
-__all__ = ["Outcome", "cannot_run", "load", "main", "not_observed", "observed"]
+__all__ = [
+    "Outcome",
+    "cannot_run",
+    "compile_caches_off",
+    "load",
+    "main",
+    "not_observed",
+    "observed",
+    "triton_version",
+]
 
 #: the values of :attr:`Outcome.result`
 OBSERVED, NOT_OBSERVED, CANNOT_RUN = "observed", "not-observed", "cannot-run"
@@ -59,6 +69,33 @@ def not_observed(measure: str, detail: str = "") -> Outcome:
 def cannot_run(why: str) -> Outcome:
     """This machine cannot run the case (no GPU, a library missing, too few devices): ``why``."""
     return Outcome(CANNOT_RUN, "", why)
+
+
+def triton_version() -> str | None:
+    """The installed Triton's version, None without Triton."""
+    try:
+        import triton
+    except ImportError:
+        return None
+    return str(triton.__version__)
+
+
+@contextlib.contextmanager
+def compile_caches_off() -> Iterator[None]:
+    """Inside: Inductor's FX graph and autotune caches and AOTAutograd's cache off, local and remote
+    (each setting this torch has), so a reproduction compiles everything itself and never reads a
+    cached artifact."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    caches = {
+        k: False
+        for k in ("fx_graph_cache", "fx_graph_remote_cache", "autotune_local_cache", "autotune_remote_cache")
+        if hasattr(inductor_config, k)
+    }
+    aot = {k: False for k in ("enable_autograd_cache", "enable_remote_autograd_cache") if hasattr(functorch_config, k)}
+    with inductor_config.patch(caches), functorch_config.patch(aot):
+        yield
 
 
 def load(fix_id: str) -> Any:

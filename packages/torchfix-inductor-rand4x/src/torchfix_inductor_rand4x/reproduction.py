@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from torchfix_core.reproduction import Outcome, cannot_run, not_observed, observed
+from torchfix_core.reproduction import Outcome, cannot_run, compile_caches_off, not_observed, observed, triton_version
 
 if TYPE_CHECKING:
     import torch
@@ -172,15 +172,6 @@ def harm(result: dict[str, Any]) -> dict[str, Any]:
     return {"repeats": repeats, "differs": differs, "ran": ran, "errors": errors}
 
 
-def triton_version() -> str | None:
-    """The installed Triton's version, None without Triton."""
-    try:
-        import triton
-    except ImportError:
-        return None
-    return str(triton.__version__)
-
-
 def _cannot_run_why() -> str:
     """What this machine lacks for the case ("" when it can run it)."""
     import torch
@@ -226,16 +217,7 @@ def rand4x_dropout() -> Outcome:
     why = _cannot_run_why()
     if why:
         return cannot_run(why)
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
-
-    caches = {
-        k: False
-        for k in ("fx_graph_cache", "fx_graph_remote_cache", "autotune_local_cache", "autotune_remote_cache")
-        if hasattr(inductor_config, k)
-    }
-    aot = {k: False for k in ("enable_autograd_cache", "enable_remote_autograd_cache") if hasattr(functorch_config, k)}
-    with inductor_config.patch(caches), functorch_config.patch(aot):
+    with compile_caches_off():
         result = measure()
     judged = harm(result)
     measure_text, detail = _describe(result, judged)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from torchfix_core.reproduction import Outcome, cannot_run, not_observed, observed
+from torchfix_core.reproduction import Outcome, cannot_run, compile_caches_off, not_observed, observed
 
 #: rows and width of ``x``: large enough for mix-order reduction's size gates
 SEQ, DIM = 16384, 2048
@@ -156,16 +156,7 @@ def mix_order_view_write() -> Outcome:
     why = _cannot_run_why()
     if why:
         return cannot_run(why)
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
-
-    caches = {
-        k: False
-        for k in ("fx_graph_cache", "fx_graph_remote_cache", "autotune_local_cache", "autotune_remote_cache")
-        if hasattr(inductor_config, k)
-    }
-    aot = {k: False for k in ("enable_autograd_cache", "enable_remote_autograd_cache") if hasattr(functorch_config, k)}
-    with inductor_config.patch(caches), functorch_config.patch(aot):
+    with compile_caches_off():
         r = case()
     per_chunk = ", ".join(_fmt(worst([step[i] for step in r["errors"]])) for i in range(CHUNKS))
     detail = (

@@ -10,7 +10,7 @@ lifecycle guarantees for every fix, each case in a fresh Python subprocess::
 
 Scenario scripts (:mod:`torchfix_core.testing._scenario`): :func:`run_json_script` runs one in a
 fresh interpreter from :func:`clean_environ` (no ``TORCHFIX_*`` variable of the caller's) and returns
-the JSON object it prints last; :func:`only_fix` leaves one fix alone on or off; :func:`reproduce`
+the JSON object it prints last (:func:`scenario_main` is such a script's ``main``); :func:`only_fix` leaves one fix alone on or off; :func:`reproduce`
 runs a fix's declared reproduction (``FixSpec.reproduction``) so, as ``torchfix-doctor verify`` does;
 :func:`print_recorded_gpu_run` prints a recorded GPU run for a demo on a machine without a GPU,
 and :func:`demo_line` formats one scenario result as a demo's line (its error where it failed);
@@ -28,8 +28,15 @@ signatures, :func:`applied_report` checks a green run's report row, and :func:`r
 Warm-cache tests (:mod:`torchfix_core.testing._warm_cache`), which every fix of effect ``compiled``
 has: :func:`warm_cache_runs` runs a scenario in the orders of :data:`WARM_CACHE_ORDERS` (fix off
 then on, on then off, off then on without its key term) with one cache directory per order;
+:func:`cache_step_arguments` gives one step its options and environment;
 :func:`compile_cache_counters` (in the scenario script), :func:`cache_hits` and :func:`cold` read
-the caches' counters; :func:`drop_cache_key_term` is the red half's switch.
+the caches' counters; in the scenario script :func:`compile_caches_on` turns the caches on,
+:func:`compile_with_caches` is the usual ``cache`` scenario's compile and
+:func:`compile_cache_key_terms` reads the key term on a fresh graph's cache details; :func:`drop_cache_key_term` is the red half's switch. The usual four tests
+(entry from before the fix served without the key term / not served with the fix / key term stable
+across processes / entry compiled with the fix not served without it) come with subclassing
+:class:`WarmCacheContract` (set ``fix_id``, implement ``run_scenario``; ``bug_present`` is the
+package's conftest fixture).
 
 :func:`page_statement` (:mod:`torchfix_core.testing._pages`): what a fix's page states, in a
 per-release table, for the installed torch; a test measures the behaviour and compares.
@@ -84,13 +91,19 @@ from torchfix_core.testing._scenario import (
     reproduce,
     run_json_script,
     run_json_script_timed,
+    scenario_main,
 )
 from torchfix_core.testing._warm_cache import (
     WARM_CACHE_ORDERS,
     CacheStep,
+    WarmCacheContract,
     cache_hits,
+    cache_step_arguments,
     cold,
     compile_cache_counters,
+    compile_cache_key_terms,
+    compile_caches_on,
+    compile_with_caches,
     drop_cache_key_term,
     warm_cache_runs,
 )
@@ -99,9 +112,14 @@ __all__ = [
     "CASES",
     "WARM_CACHE_ORDERS",
     "CacheStep",
+    "WarmCacheContract",
     "cache_hits",
+    "cache_step_arguments",
     "cold",
     "compile_cache_counters",
+    "compile_cache_key_terms",
+    "compile_caches_on",
+    "compile_with_caches",
     "drop_cache_key_term",
     "warm_cache_runs",
     "DemoCheck",
@@ -136,6 +154,7 @@ __all__ = [
     "run_case",
     "run_json_script",
     "run_json_script_timed",
+    "scenario_main",
     "state_to_expect",
     "status_with_library_version",
     "status_without_library",

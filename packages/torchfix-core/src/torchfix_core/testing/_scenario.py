@@ -120,6 +120,19 @@ def run_json_script_timed(argv: Sequence[str | os.PathLike[str]], **options: Any
     return result
 
 
+def scenario_main(scenarios: Mapping[str, Callable[..., dict[str, Any]]], argv: Sequence[str]) -> None:
+    """A scenario script's ``main``: run ``scenarios[argv[0]](*argv[1:])`` and print its result as one
+    JSON line with ``"ok": true``, or, where it raised, ``"ok": false`` with ``error_type``,
+    ``error`` and ``traceback`` (what :func:`describe_failure` and the signature tests read)."""
+    import traceback
+
+    try:
+        result: dict[str, Any] = {"ok": True, **scenarios[argv[0]](*argv[1:])}
+    except Exception as exc:  # noqa: BLE001 - reported to the test as JSON
+        result = {"ok": False, "error_type": type(exc).__name__, "error": str(exc), "traceback": traceback.format_exc()}
+    print(json.dumps(result))
+
+
 def describe_failure(result: Mapping[str, Any], width: int = 100) -> str:
     """``ErrorType: first line of the message`` of a failed scenario result (its ``error_type`` and
     ``error`` fields; ``builtins.`` and module prefixes dropped), cut to ``width`` characters."""
