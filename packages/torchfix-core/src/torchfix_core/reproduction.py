@@ -82,16 +82,17 @@ def triton_version() -> str | None:
 
 @contextlib.contextmanager
 def compile_caches_off() -> Iterator[None]:
-    """Inside: Inductor's FX graph and autotune caches and AOTAutograd's cache off, local and remote
+    """Inside: Inductor's FX graph and autotuning caches and AOTAutograd's cache off, local and remote
     (each setting this torch has), so a reproduction compiles everything itself and never reads a
     cached artifact."""
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
 
+    # the switches (bool, or None for "default") named fx_graph*_cache and autotun*_cache, local and remote
     caches = {
         k: False
-        for k in ("fx_graph_cache", "fx_graph_remote_cache", "autotune_local_cache", "autotune_remote_cache")
-        if hasattr(inductor_config, k)
+        for k, v in inductor_config.get_config_copy().items()
+        if k.startswith(("fx_graph", "autotun")) and k.endswith("_cache") and (v is None or isinstance(v, bool))
     }
     aot = {k: False for k in ("enable_autograd_cache", "enable_remote_autograd_cache") if hasattr(functorch_config, k)}
     with inductor_config.patch(caches), functorch_config.patch(aot):
