@@ -41,8 +41,11 @@ PACKAGES = family.PACKAGES
 FIXTURES = family.core() / "tests" / "fixtures"
 DEFAULT_TORCH = "2.13.0"
 TORCH_MATRIX = ["2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.1", "2.15.0"]
-TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy", "pip", "setuptools"]
-# pip: tests install fixtures; setuptools: Inductor's CPU builder on torch 2.10 imports it
+REDIS_CLIENT = "redis>=5"
+TEST_TOOLS = ["pytest>=7", "hatchling>=1.21", "packaging>=22", "numpy", "pip", "setuptools", REDIS_CLIENT]
+# pip: tests install fixtures; setuptools: Inductor's CPU builder on torch 2.10 imports it; redis: the
+# client of torch's Redis remote caches (redis-cache-errors' tests and placement-cache's Redis tests start
+# a real redis-server where the machine has the binary, and skip saying so where it has not)
 MATRIX_PYTHONS = ["3.10", "3.12"]  # besides the default 3.11
 # A patch release the matrix covers by its base's column (docs/design.md, "Patch releases"): `twin`
 # checks that its Python sources are the base's but torch/version.py and that every fix decides the
@@ -574,7 +577,6 @@ def upstream_watch(session: nox.Session) -> None:
 # transformers' models (tests/clients/). Self-contained: these sessions share only family,
 # DEFAULT_TORCH, TEST_TOOLS and install_torchfix with the rest of this file.
 
-REDIS_CLIENT = "redis>=5"
 REDIS_TEST = PACKAGES / "torchfix-placement-cache" / "tests" / "test_remote_cache_redis.py"
 TORCHTITAN = "torchtitan==0.3.0"
 # what torchtitan's model, parallelize and optimizer modules import (its trainer's data/logging
@@ -595,16 +597,17 @@ def _redis_cache(session: nox.Session, torch: str) -> None:
 
     if shutil.which("redis-server") is None:
         session.skip("no redis-server binary on this machine: install the Debian package redis-server")
-    session.install(f"torch=={torch}", *TEST_TOOLS, REDIS_CLIENT)
+    session.install(f"torch=={torch}", *TEST_TOOLS)
     install_torchfix(session, fixtures=False)
     env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     session.run("python", "-m", "pytest", "-q", "-rs", *session.posargs, str(REDIS_TEST), env=env)
 
 
-@nox.session(tags=["ci"])
+@nox.session
 def redis_cache(session: nox.Session) -> None:
     """placement-cache through Inductor's Redis remote caches: 4 rank processes with private local
-    caches share one real redis-server (started by the test on a free loopback port), default torch."""
+    caches share one real redis-server (started by the test on a free loopback port), default torch.
+    Not tagged ci: the redis client is one of TEST_TOOLS, so the ``tests`` session runs this file."""
     _redis_cache(session, DEFAULT_TORCH)
 
 

@@ -1,8 +1,7 @@
 """Multi-"host" training steps sharing Inductor's remote caches through a real Redis server.
 
-Test harness (never imported by the fix). :class:`RedisServer` starts ``redis-server`` from the
-Debian package on a free loopback port, in a temporary directory, with persistence off, and stops
-it. :func:`run_redis_job` starts ``world`` rank interpreters (``python _redis_cache_job.py CONFIG``)
+Test harness (never imported by the fix); the tests start the server with the kit's
+:class:`torchfix_core.reproduction.RedisServer`. :func:`run_redis_job` starts ``world`` rank interpreters (``python _redis_cache_job.py CONFIG``)
 joined by a real gloo process group (``file://`` rendezvous). Each rank has its **own**
 ``TORCHINDUCTOR_CACHE_DIR``, so the only way one rank can reuse another's compiled artifact is the
 remote cache: ``TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE=1``, ``TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE=1``,
@@ -31,8 +30,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,63 +45,6 @@ from _multirank import (
 )
 
 STEPS = 3
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class RedisServer:
-    """A throw-away ``redis-server`` on ``127.0.0.1:<free port>`` (no persistence, own directory)."""
-
-    def __init__(self, binary: str = "redis-server") -> None:
-        self.binary = binary
-        self.port = free_port()
-        self.directory = tempfile.mkdtemp(prefix="torchfix-redis-")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 20.0) -> RedisServer:
-        import redis
-
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        args += ["--dir", self.directory, "--daemonize", "no", "--protected-mode", "yes"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(host="127.0.0.1", port=self.port)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if client.ping():
-                    return self
-            except redis.exceptions.ConnectionError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
-                time.sleep(0.05)
-
-    def keys(self) -> list[str]:
-        """Every key the server holds (torch's are ``pt2:<cache id>::<key>:c1``)."""
-        import redis
-
-        return sorted(k.decode() for k in redis.Redis(host="127.0.0.1", port=self.port).keys("*"))
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.directory, ignore_errors=True)
-
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _train(param: Any, fn: Any, steps: int) -> list[tuple[Any, Any, Any]]:

@@ -24,7 +24,8 @@ if shutil.which("redis-server") is None:
     pytest.skip("no redis-server binary: install the Debian package redis-server", allow_module_level=True)
 
 from _placement_cache_util import bug_present, expected_state  # noqa: E402
-from _redis_cache_job import RedisServer, free_port, run_redis_job  # noqa: E402
+from _redis_cache_job import run_redis_job  # noqa: E402
+from torchfix_core.reproduction import RedisServer, free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
 BUG = bug_present()

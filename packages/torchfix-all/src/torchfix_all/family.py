@@ -21,6 +21,7 @@ FIXES = {
     "mix-order-view-write": "torchfix-mix-order",
     "placement-cache": "torchfix-placement-cache",
     "recompute-cache": "torchfix-recompute-cache",
+    "redis-cache-errors": "torchfix-redis-cache",
     "sac-replay": "torchfix-sac-replay",
     "sac-storage-key": "torchfix-sac-replay",
 }

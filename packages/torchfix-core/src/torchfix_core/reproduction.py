@@ -19,15 +19,21 @@ import contextlib
 import dataclasses
 import importlib
 import json
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 __all__ = [
     "Outcome",
+    "RedisServer",
     "cannot_run",
     "compile_caches_off",
+    "free_port",
     "load",
     "main",
     "not_observed",
@@ -97,6 +103,80 @@ def compile_caches_off() -> Iterator[None]:
     aot = {k: False for k in ("enable_autograd_cache", "enable_remote_autograd_cache") if hasattr(functorch_config, k)}
     with inductor_config.patch(caches), functorch_config.patch(aot):
         yield
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now (for a server or a rendezvous the caller starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """A throw-away ``redis-server`` (the Debian package's binary) on ``127.0.0.1:<free port>``, with
+    persistence off, in a temporary directory removed at :meth:`stop`; ``extra`` are further command
+    line settings (``["--maxmemory", "1mb"]``). A context manager: ``with RedisServer() as server``.
+
+    Needs the ``redis-server`` binary on ``PATH`` (:meth:`available`) and the ``redis`` client
+    (registry). :meth:`start` waits for the server to answer ``PING`` and raises ``RuntimeError`` when it
+    exits or does not answer within ``timeout`` seconds.
+    """
+
+    def __init__(self, extra: Sequence[str] = (), binary: str = "redis-server") -> None:
+        self.binary = binary
+        self.extra = list(extra)
+        self.port = free_port()
+        self.directory = tempfile.mkdtemp(prefix="torchfix-redis-")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def available(binary: str = "redis-server") -> bool:
+        """Whether the server binary is on ``PATH``."""
+        return shutil.which(binary) is not None
+
+    def client(self, **kwargs: Any) -> Any:
+        """A ``redis.Redis`` client of this server (``kwargs``: username, password, ...)."""
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
+
+    def start(self, timeout: float = 20.0) -> RedisServer:
+        import redis
+
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        args += ["--dir", self.directory, "--daemonize", "no", "--protected-mode", "yes", *self.extra]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = self.client()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if client.ping():
+                    return self
+            except redis.exceptions.ConnectionError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
+                time.sleep(0.05)
+
+    def keys(self) -> list[str]:
+        """Every key the server holds (torch's are ``pt2:<cache id>::<key>:c1``)."""
+        return sorted(k.decode() for k in self.client().keys("*"))
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def load(fix_id: str) -> Any:
