@@ -211,8 +211,10 @@ def merge_partial(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     kept = {name: counts for name, counts in old["reports"].items() if name not in new["reports"]}
     if not kept:
         return new
-    commits = [c for c in (old["commit"], new["commit"]) if c and c != "?"]
-    notes = " ".join(n for n in (old.get("notes", ""), new.get("notes", "")) if n)  # the kept reports' notes too
+    # idempotent: writing the page again from the same partial cell adds no commit or note twice
+    commits = [c for c in (*old["commit"].split("+"), new["commit"]) if c and c != "?"]
+    old_notes, new_notes = old.get("notes", ""), new.get("notes", "")
+    notes = old_notes if new_notes and new_notes in old_notes else " ".join(n for n in (old_notes, new_notes) if n)
     return {
         **new,
         "reports": {**kept, **new["reports"]},

@@ -174,6 +174,9 @@ def test_a_partial_cell_rerun_keeps_the_reports_it_did_not_rerun() -> None:
     assert merged["states"] == new["states"] and merged["notes"] == "only q"
     whole = compatibility.merge_partial(old, {**new, "reports": {"p": counts, "q": counts}, "notes": ""})
     assert whole["commit"] == "bbb"
+    # the page written again from the same partial cell: nothing doubles
+    again = compatibility.merge_partial(merged, {**new, "notes": "only q"})
+    assert again["commit"] == "aaa+bbb" and again["notes"] == "only q", again
 
 
 def test_a_gpu_cell_shows_what_verify_found(tmp_path: Path) -> None:
