@@ -625,9 +625,11 @@ def clients(session: nox.Session) -> None:
     on 2 gloo CPU ranks, torchfix active vs TORCHFIX_DISABLE=all (bit-identical losses, step-time ratio
     printed), and the eager-checkpoint-around-compiled-block ordering (red without torchfix, green with
     it). transformers: a small random Llama with gradient checkpointing and FSDP2 bf16 mixed precision
-    (fsdp-recompute-cast; on the default torch, fixed upstream, the bit-identical case). tests/clients/:
+    (fsdp-recompute-cast; on the default torch, fixed upstream, the bit-identical case); transformers'
+    Mamba2 and Bamba with compiled layers and two forwards before one backward (recompute-cache's red
+    runs, explained in three forms; TORCHFIX_CORPUS_DIR records them). tests/clients/:
     each job compiles cold in its own cache directory, with one intra-op thread and deterministic
-    algorithms. About 6-8 minutes of tests on a 2-core machine, plus the install."""
+    algorithms. About 10-12 minutes of tests on a 2-core machine, plus the install."""
     session.install(f"torch=={DEFAULT_TORCH}", *TEST_TOOLS, *TORCHTITAN_DEPS, "triton", TRANSFORMERS)
     session.install("--no-deps", TORCHTITAN)
     install_torchfix(session, fixtures=False)
@@ -663,7 +665,8 @@ CORPUS_RUNS = [("2.12.0", "5.22.2"), ("2.12.0", "4.57.6"), ("2.8.0", "5.22.2")]
 def clients_corpus(session: nox.Session, torch: str, transformers: str) -> None:
     """Record the explain corpus from real transformers jobs: fsdp-recompute-cast's red runs of Llama /
     Qwen3 (SDPA, eager, compiled layers) where that bug exists, and sac-replay's (compiled layers under
-    transformers' gradient checkpointing, backward on a worker thread; torch >= 2.12), in three forms
+    transformers' gradient checkpointing, backward on a worker thread; torch >= 2.12) and recompute-cache's
+    (Mamba2 / Bamba layers compiled under it, two forwards before one backward; torch 2.10-2.15), in three forms
     (one process, torchrun, error.json), each checked against explain, written with neutral paths into
     tests/corpus/<fix id>/ (tests/test_explain_corpus.py replays it in CI). torchtitan's runs are
     recorded by `nox -s clients` with TORCHFIX_CORPUS_DIR set. About 5 minutes per release on a 2-core

@@ -8,6 +8,8 @@
     torchrun --nproc-per-node 2 tests/clients/hf_job.py --raise            (torchrun's own output, error.json)
     python tests/clients/hf_job.py --spawn 1 --steps 8 --no-fsdp --compile --backend aot_eager --fullgraph \
         --recompile-limit 64 --vary-seq --phase-flag --backward-thread   (sac-replay's ordering, below)
+    python tests/clients/hf_job.py --spawn 1 --model mamba2 --no-fsdp --compile --backend aot_eager --pair
+                                                                    (recompute-cache's ordering, below)
 
 torchfix is whatever the environment makes it: installed = active at ``import torch``;
 ``TORCHFIX_DISABLE=all`` = off. Rank 0 prints one JSON line (the last line of stdout): per-step
@@ -16,8 +18,10 @@ memory per step, the torchfix states, transformers' version and where its checkp
 error of the first failed step, if any.
 
 The model is transformers' own ``LlamaForCausalLM`` (or ``Qwen2ForCausalLM`` / ``Qwen3ForCausalLM``,
-``--model``), random-initialised from a small config (``--layers`` decoder layers, hidden 64, 4 heads,
-2 KV heads, vocab 256; ``--attn sdpa`` (default) or ``eager`` attention; no weights are downloaded),
+``Mamba2ForCausalLM``, ``BambaForCausalLM``: ``--model``), random-initialised from a small config
+(``--layers`` decoder layers, hidden 64, 4 heads, 2 KV heads, vocab 256; Mamba2 / Bamba: 4 SSM heads of
+32, state 16, chunk 16, Bamba's second layer attention; ``--attn sdpa`` (default) or ``eager``
+attention; no weights are downloaded),
 ``model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})``, then
 FSDP2: ``fully_shard`` on each decoder layer and then on the root, with
 ``MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)`` (``--output-fp32``
@@ -72,6 +76,20 @@ limit (8) on the backward's thread, fails with ``FailOnRecompileLimitHit`` insid
 trains. ``--recompile-limit 4`` makes the *forward* hit the limit first: the same error outside a
 recompute (the explain corpus's control).
 
+A checkpoint around compiled layers whose Dynamo cache holds two graphs for one input (the
+recompute-cache bug, ``docs/fixes/recompute-cache.md``): ``--no-fsdp --compile --pair`` compiles each
+decoder layer (``nn.Module.compile``, automatic dynamic shapes) inside transformers' own non-reentrant
+checkpoint, and each step runs two forwards before one backward (``--pair``: a paired objective, such
+as chosen / rejected or query / document, sequences of ``--seq`` and ``--seq`` + 16 tokens, the two
+losses summed). The second forward recompiles each layer's code as a dynamic graph, which Dynamo's
+LRU puts first; the backward recomputes the first forward's layers with that graph, where the forward
+ran the static one. Mamba2's chunked scan (Mamba2, and Bamba's Mamba2 mixers) saves other tensors in
+the two graphs, so the checkpoint raises ``CheckpointError`` ("different metadata"); Llama's and
+Qwen3's layers save the same tensors in both graphs, so they run the other graph without an error.
+``--switch-attn-before-backward`` (Bamba, not compiled) sets the model's attention implementation to
+``eager`` between the forward and the backward: the recompute of the attention layer saves other
+tensors than its SDPA forward, the same error from eager code (the explain corpus's control).
+
 A failure is reported in the JSON (``error``, ``error_detail``, and the rank's ``error_traceback`` as
 Python prints it); ``--raise`` lets it propagate instead (uncaught: the interpreter's, ``torchrun``'s
 ``[rankN]:`` and torchelastic's ``error.json`` forms, through ``torch.distributed.elastic``'s
@@ -103,7 +121,13 @@ MODELS = {
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    "mamba2": ("Mamba2Config", "Mamba2ForCausalLM"),
+    "bamba": ("BambaConfig", "BambaForCausalLM"),
 }
+#: --pair: the second forward's sequence is this much longer (a multiple of the SSM chunk size, 16)
+PAIR_EXTRA = 16
+#: Mamba2's SSM mixer (Mamba2, and Bamba's mamba layers): heads of 32, chunked scan of 16 tokens
+SSM = {"heads": 4, "head_dim": 32, "state": 16, "chunk": 16, "groups": 1, "expand": 2}
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -123,7 +147,37 @@ def _config(args: argparse.Namespace) -> Any:
     )
     if args.model == "qwen3":
         common["head_dim"] = 16
+    if args.model == "mamba2":
+        return transformers.Mamba2Config(
+            vocab_size=VOCAB,
+            hidden_size=64,
+            num_hidden_layers=args.layers,
+            num_heads=SSM["heads"],
+            head_dim=SSM["head_dim"],
+            state_size=SSM["state"],
+            chunk_size=SSM["chunk"],
+            n_groups=SSM["groups"],
+            expand=SSM["expand"],
+            tie_word_embeddings=False,
+            use_cache=False,
+        )
+    if args.model == "bamba":
+        common.update(
+            attn_layer_indices=[i for i in range(args.layers) if i % 2 == 1],
+            mamba_n_heads=SSM["heads"],
+            mamba_d_head=SSM["head_dim"],
+            mamba_d_state=SSM["state"],
+            mamba_chunk_size=SSM["chunk"],
+            mamba_n_groups=SSM["groups"],
+            mamba_expand=SSM["expand"],
+        )
     return getattr(transformers, MODELS[args.model][0])(**common)
+
+
+def _layers(model: Any) -> Any:
+    """The decoder layers (transformers' ``GradientCheckpointingLayer`` modules): ``model.model.layers``, or
+    ``model.backbone.layers`` for Mamba2."""
+    return model.backbone.layers if hasattr(model, "backbone") else model.model.layers
 
 
 def _model(args: argparse.Namespace) -> Any:
@@ -150,7 +204,7 @@ def _phase_flag(model: Any) -> _Phase:
     """``--phase-flag``: each decoder layer's ``forward`` reads a flag (the emulated training-state flag);
     the caller flips it between forward and backward, so the recompute misses the forward's entry."""
     phase = _Phase()
-    for layer in model.model.layers:
+    for layer in _layers(model):
         original = layer.forward
 
         def forward(*a: Any, _original: Any = original, **kw: Any) -> Any:
@@ -238,7 +292,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.fsdp:
         _shard(model, args)
     elif args.compile:
-        for layer in model.model.layers:
+        for layer in _layers(model):
             _compile(layer, args)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1234 + rank)
@@ -251,17 +305,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for step in range(args.steps):
         seq = SEQ_LENS[step % len(SEQ_LENS)] if args.vary_seq else args.seq
         tokens = torch.randint(0, VOCAB, (args.batch, seq + 1), generator=gen)
+        # --pair: a second sequence of the pair, PAIR_EXTRA tokens longer, forward before the backward
+        paired = torch.randint(0, VOCAB, (args.batch, seq + PAIR_EXTRA + 1), generator=gen) if args.pair else None
         t0 = time.perf_counter()
         phase.value = 0
         try:
             out = model(input_ids=tokens[:, :-1], labels=tokens[:, 1:])
+            loss = out.loss
+            if paired is not None:
+                loss = loss + model(input_ids=paired[:, :-1], labels=paired[:, 1:]).loss
             if args.phase_flag:
                 phase.value = 1
-            _backward(out.loss, args, backward_threads)
+            if args.switch_attn_before_backward:  # the control: the model changes before its recompute
+                model.set_attn_implementation("eager")
+            _backward(loss, args, backward_threads)
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad()
-            total = out.loss.detach().float().clone()
+            total = loss.detach().float().clone()
             dist.all_reduce(total)
         except Exception as exc:  # noqa: BLE001 - reported, not hidden: the caller asserts on it
             if args.raise_errors:
@@ -294,6 +355,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "fullgraph": args.fullgraph,
         "recompile_limit": args.recompile_limit,
         "vary_seq": args.vary_seq,
+        "pair": args.pair,
+        "switch_attn_before_backward": args.switch_attn_before_backward,
         "emulated_phase_flag": args.phase_flag,
         "backward_thread": args.backward_thread,
         "backward_thread_intra_op_threads": sorted(backward_threads),
@@ -345,6 +408,14 @@ def main(argv: list[str]) -> int:
         "--phase-flag", action="store_true", help="emulated training-state flag, flipped between forward and backward"
     )
     parser.add_argument("--backward-thread", action="store_true", help="run loss.backward() on a worker thread")
+    parser.add_argument(
+        "--pair", action="store_true", help="two forwards (--seq and --seq + 16 tokens) before one backward"
+    )
+    parser.add_argument(
+        "--switch-attn-before-backward",
+        action="store_true",
+        help="set the attention implementation to eager between forward and backward (a model changed before its recompute)",
+    )
     parser.add_argument("--spawn", type=int, default=0, help="start this many gloo ranks (CPU)")
     parser.add_argument("--timeout", type=float, default=1500)
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")

@@ -13,7 +13,12 @@ bug exists, run with ``--raise`` and the fix off:
 * transformers-sac-replay (``hf_job.py --no-fsdp --compile --fullgraph ...``: transformers' own Llama,
   each decoder layer compiled with ``fullgraph=True`` inside transformers' own non-reentrant gradient
   checkpoint, the backward on a worker thread, an emulated training-state flag; one process):
-  ``sac-replay``, the same ordering and failure as torchtitan's, from a second model family.
+  ``sac-replay``, the same ordering and failure as torchtitan's, from a second model family;
+* transformers-recompute-cache (``hf_job.py --no-fsdp --compile --pair``: transformers' own Mamba2 and
+  Bamba (a hybrid of Mamba2 and attention layers), each decoder layer compiled inside transformers' own
+  non-reentrant gradient checkpoint, two forwards of different lengths before one backward; one
+  process per rank): ``recompute-cache``, the second forward's dynamic graph picked by the first
+  forward's recompute (torch 2.10-2.15 with the fix, the bug on every release).
 
 The failure is taken in three forms:
 
@@ -27,7 +32,8 @@ are importable (no torch: ``not-installed``), and in this environment with the f
 (``disabled``). The controls raise the same messages outside the bug's context (transformers:
 ``--output-fp32`` on every unit, the root's ``lm_head`` gets float32 in the *forward*; torchtitan: a
 training-thread ``recompile_limit`` of 4, hit in the *forward*, for torchtitan's and transformers'
-sac-replay jobs alike): never claimed.
+sac-replay jobs alike; recompute-cache: Bamba uncompiled, its attention implementation switched to
+eager between forward and backward, so the recompute of eager code saves other tensors): never claimed.
 ``TORCHFIX_CORPUS_DIR=DIR`` also records each input into ``DIR/<fix id>/`` with its expectation
 (``MANIFEST.json``), paths made neutral: that is how ``tests/corpus/`` was made, which
 ``tests/test_explain_corpus.py`` replays in CI (``nox -s clients_corpus`` records transformers on
@@ -57,6 +63,10 @@ pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent
 HF_FIX = "fsdp-recompute-cast"
 SAC_REPLAY_FIX = "sac-replay"
+RECOMPUTE_CACHE_FIX = "recompute-cache"
+#: hf_job.py's recompute-cache ordering: no FSDP, each decoder layer compiled (automatic dynamic shapes)
+#: inside transformers' checkpoint, two forwards of 32 and 48 tokens before one backward (see hf_job.py)
+HF_RECOMPUTE_CACHE = ("--no-fsdp", "--compile", "--backend", "aot_eager", "--pair", "--steps", "2")
 #: hf_job.py's sac-replay ordering: no FSDP, each decoder layer compiled (fullgraph, static shapes) inside
 #: transformers' checkpoint, the training thread's recompile_limit, a new sequence length every step, the
 #: emulated training-state flag, the backward on a worker thread (see hf_job.py's docstring)
@@ -149,6 +159,28 @@ CLIENTS = {
         ranks=1,
         needs="transformers",
         control_message=r"Hard failure due to fullgraph=True|fail_on_recompile_limit_hit",
+    ),
+    # each decoder layer compiled inside transformers' checkpoint; the pair's second forward (48 tokens)
+    # recompiles the layers' code dynamic, which Dynamo's LRU puts first, and the backward recomputes the
+    # first forward's layers (32 tokens) with it: Mamba2's chunked scan saves other tensors in that graph
+    "transformers-recompute-cache": Client(
+        name="transformers-recompute-cache",
+        job=HERE / "hf_job.py",
+        fix=RECOMPUTE_CACHE_FIX,
+        red={
+            "mamba2-compiled-layers-paired-lengths": ["--model", "mamba2", *HF_RECOMPUTE_CACHE],
+            "bamba-compiled-layers-paired-lengths": ["--model", "bamba", *HF_RECOMPUTE_CACHE],
+        },
+        # the model changed between forward and backward (attention implementation set to eager), nothing
+        # compiled: the recompute of eager code saves other tensors, the same error, not this bug
+        controls={
+            "bamba-eager-attention-switched-before-backward": [
+                *("--model", "bamba", "--no-fsdp", "--switch-attn-before-backward", "--steps", "2"),
+            ]
+        },
+        ranks=2,
+        needs="transformers",
+        control_message=r"Recomputed values for the following tensors have different metadata",
     ),
 }
 FORMS = ("single", "torchrun", "error.json")

@@ -40,7 +40,10 @@ FIX = FixSpec(
     # CheckpointError, so it is not part of the pattern. The message is also what a checkpointed
     # function that saves other tensors in its recompute raises in eager code; the context (the
     # compiled function's AOTAutograd backward unpacking its saved tensors through the checkpoint's
-    # hook) is what only compiled code inside the checkpoint prints
+    # hook) is what only compiled code inside the checkpoint prints. The red runs of real clients match
+    # it unchanged (tests/corpus/recompute-cache/: transformers 5.22.2's Mamba2 and Bamba, decoder layers
+    # compiled under its gradient checkpointing, two forwards before one backward, torch 2.13.0; one
+    # process, torchrun, error.json); an eager recompute that saves other tensors stays unclaimed
     signatures=(
         Signature(
             exception="CheckpointError",

@@ -22,6 +22,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 #: A stderr tail longer than this is cut from the front in a failure message.
 STDERR_TAIL = 6000
+#: how the reproduction's interpreter names itself in ``sys.argv[0]`` (``python -m torchfix_core.reproduction``)
+REPRODUCTION_MAIN = os.path.join("torchfix_core", "reproduction.py")
 
 
 class ScenarioFailed(AssertionError):
@@ -102,8 +104,14 @@ def reproduce(
     with tempfile.TemporaryDirectory(prefix=f"torchfix-{fix_id}-report-") as folder:
         options = {**only_fix(fix_id, enabled), **(env or {}), "TORCHFIX_REPORT": folder}
         record = run_json_script(argv, env=options, timeout=timeout)
-        (written,) = Path(folder).glob(FILE_GLOB)
-        rows = json.loads(written.read_text())["fixes"]
+        reports = [json.loads(p.read_text()) for p in sorted(Path(folder).glob(FILE_GLOB))]
+        # the reproduction's own report: processes it started that import torch write theirs too
+        # (Inductor's compile workers on torch 2.8, a spawned rank), each with its own argv
+        own = [r for r in reports if str((r.get("argv") or [""])[0]).endswith(REPRODUCTION_MAIN)]
+        if len(own) != 1:
+            starts = [(r.get("argv") or ["?"])[0] for r in reports]
+            raise AssertionError(f"expected one report of {REPRODUCTION_MAIN}, found {len(own)} among {starts}")
+        rows = own[0]["fixes"]
     record["report"] = next(r for r in rows if r["id"] == fix_id)
     return record
 
