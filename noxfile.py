@@ -657,7 +657,7 @@ CORPUS_TEST = ROOT / "tests" / "clients" / "test_client_corpus.py"
 CORPUS_DIR = ROOT / "tests" / "corpus"
 # (torch, transformers) of the recorded corpus: releases with the bug, both transformers lines that
 # checkpoint the layer's __call__ (4.x and 5.x <= 5.22)
-CORPUS_RUNS = [("2.12.0", "5.22.2"), ("2.12.0", "4.57.6"), ("2.8.0", "5.22.2")]
+CORPUS_RUNS = [("2.12.0", "5.22.2"), ("2.12.0", "4.57.6"), ("2.10.0", "5.22.2"), ("2.8.0", "5.22.2")]
 
 
 @nox.session(python="3.11", venv_backend="uv|virtualenv")
@@ -666,7 +666,9 @@ def clients_corpus(session: nox.Session, torch: str, transformers: str) -> None:
     """Record the explain corpus from real transformers jobs: fsdp-recompute-cast's red runs of Llama /
     Qwen3 (SDPA, eager, compiled layers) where that bug exists, and sac-replay's (compiled layers under
     transformers' gradient checkpointing, backward on a worker thread; torch >= 2.12) and recompute-cache's
-    (Mamba2 / Bamba layers compiled under it, two forwards before one backward; torch 2.10-2.15), in three forms
+    (Mamba2 / Bamba layers compiled under it, two forwards before one backward; torch 2.10-2.15) and
+    fsdp-recompute-unshard's (Llama / Qwen3-MoE, the attention a fully_shard unit nested in each layer's,
+    two forwards before one backward; torch 2.8-2.10), in three forms
     (one process, torchrun, error.json), each checked against explain, written with neutral paths into
     tests/corpus/<fix id>/ (tests/test_explain_corpus.py replays it in CI). torchtitan's runs are
     recorded by `nox -s clients` with TORCHFIX_CORPUS_DIR set. About 5 minutes per release on a 2-core

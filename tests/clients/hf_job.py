@@ -10,6 +10,8 @@
         --recompile-limit 64 --vary-seq --phase-flag --backward-thread   (sac-replay's ordering, below)
     python tests/clients/hf_job.py --spawn 1 --model mamba2 --no-fsdp --compile --backend aot_eager --pair
                                                                     (recompute-cache's ordering, below)
+    python tests/clients/hf_job.py --spawn 2 --embedding shared --shard-child self_attn --pair
+                                                                    (fsdp-recompute-unshard's, below)
 
 torchfix is whatever the environment makes it: installed = active at ``import torch``;
 ``TORCHFIX_DISABLE=all`` = off. Rank 0 prints one JSON line (the last line of stdout): per-step
@@ -18,10 +20,11 @@ memory per step, the torchfix states, transformers' version and where its checkp
 error of the first failed step, if any.
 
 The model is transformers' own ``LlamaForCausalLM`` (or ``Qwen2ForCausalLM`` / ``Qwen3ForCausalLM``,
-``Mamba2ForCausalLM``, ``BambaForCausalLM``: ``--model``), random-initialised from a small config
-(``--layers`` decoder layers, hidden 64, 4 heads, 2 KV heads, vocab 256; Mamba2 / Bamba: 4 SSM heads of
-32, state 16, chunk 16, Bamba's second layer attention; ``--attn sdpa`` (default) or ``eager``
-attention; no weights are downloaded),
+``Qwen3MoeForCausalLM``, ``Mamba2ForCausalLM``, ``BambaForCausalLM``: ``--model``), random-initialised
+from a small config (``--layers`` decoder layers, hidden 64, 4 heads, 2 KV heads, vocab 256; Qwen3-MoE:
+4 experts of 32, 2 per token, every layer sparse; Mamba2 / Bamba: 4 SSM heads of 32, state 16, chunk
+16, Bamba's second layer attention; ``--attn sdpa`` (default) or ``eager`` attention; no weights are
+downloaded),
 ``model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})``, then
 FSDP2: ``fully_shard`` on each decoder layer and then on the root, with
 ``MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)`` (``--output-fp32``
@@ -90,6 +93,22 @@ Qwen3's layers save the same tensors in both graphs, so they run the other graph
 ``eager`` between the forward and the backward: the recompute of the attention layer saves other
 tensors than its SDPA forward, the same error from eager code (the explain corpus's control).
 
+A ``fully_shard`` unit nested inside a checkpointed decoder layer, two forwards before one backward (the
+fsdp-recompute-unshard bug, ``docs/fixes/fsdp-recompute-unshard.md``): ``--shard-child NAME`` (repeatable)
+shards that submodule of each decoder layer (``self_attn``, ``mlp``, ``mlp.experts``) as a unit of its own
+before the layer's unit, with the same policy; ``--pair`` runs two forwards before one backward (above).
+The backward of the second forward ends with the child's post-backward, which reshards it and leaves its
+state in ``PRE_BACKWARD``; the recompute of the first forward's layer then calls the child's pre-forward,
+which on torch 2.8-2.10 returns at once, assuming the pre-backward hook unsharded it. For ``self_attn``
+that hook has not run yet (the recompute starts in the backward of the mlp, after the attention), so the
+attention's projections meet their sharded DTensor weights: ``RuntimeError: aten.mm.default got mixed
+torch.Tensor and DTensor ...``. A child that is the layer's last module (``mlp``, ``mlp.experts``) has its
+pre-backward hook run before the recompute reaches it, and is not hit. ``--embed-outside`` computes
+``inputs_embeds`` with ``model.get_input_embeddings()`` before calling the model (as multimodal and
+prompt-tuning code does): with ``--embedding shared`` that embedding belongs to the root's unit, whose
+parameters are sharded DTensors outside its forward, so the same message comes from the forward (an
+ordinary misuse; the explain corpus's control). ``unshard_counts`` reports fsdp-recompute-unshard's tallies.
+
 A failure is reported in the JSON (``error``, ``error_detail``, and the rank's ``error_traceback`` as
 Python prints it); ``--raise`` lets it propagate instead (uncaught: the interpreter's, ``torchrun``'s
 ``[rankN]:`` and torchelastic's ``error.json`` forms, through ``torch.distributed.elastic``'s
@@ -116,11 +135,14 @@ from titan_job import SEQ_LENS, _determinism, _gloo_sum_reduction, _Phase, backw
 
 VOCAB = 256
 FIX = "fsdp-recompute-cast"
+#: --shard-child with --pair: the nested-unit recompute bug (its tallies are reported as unshard_counts)
+UNSHARD_FIX = "fsdp-recompute-unshard"
 #: --model: (config class, model class) of transformers
 MODELS = {
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
     "mamba2": ("Mamba2Config", "Mamba2ForCausalLM"),
     "bamba": ("BambaConfig", "BambaForCausalLM"),
 }
@@ -145,8 +167,10 @@ def _config(args: argparse.Namespace) -> Any:
         attn_implementation=args.attn,
         use_cache=False,
     )
-    if args.model == "qwen3":
+    if args.model in ("qwen3", "qwen3_moe"):
         common["head_dim"] = 16
+    if args.model == "qwen3_moe":  # 4 experts of 32, 2 per token, every layer sparse
+        common.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1)
     if args.model == "mamba2":
         return transformers.Mamba2Config(
             vocab_size=VOCAB,
@@ -237,6 +261,8 @@ def _shard(model: Any, args: argparse.Namespace) -> None:
     for layer in model.model.layers:
         if args.compile:
             _compile(layer, args)
+        for child in args.shard_child:  # a unit inside the checkpointed layer (nested fully_shard)
+            fully_shard(layer.get_submodule(child), mesh=mesh, mp_policy=mp)
         fully_shard(layer, mesh=mesh, mp_policy=mp)
     if args.root_policy == "none":
         fully_shard(model, mesh=mesh)
@@ -256,13 +282,13 @@ def _first_line(exc: BaseException) -> str:
     return lines[0][:300] if lines else ""
 
 
-def _counts() -> dict[str, int]:
-    """The fix's tallies in this process (what ``torchfix_core.report()`` shows), {} without it."""
+def _counts(fix: str = FIX) -> dict[str, int]:
+    """A fix's tallies in this process (what ``torchfix_core.report()`` shows), {} without it."""
     try:
         from torchfix_core.tallies import tallies
     except ImportError:
         return {}
-    found = tallies().get(FIX)
+    found = tallies().get(fix)
     return dict(found.counts) if found is not None else {}
 
 
@@ -310,7 +336,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         phase.value = 0
         try:
-            out = model(input_ids=tokens[:, :-1], labels=tokens[:, 1:])
+            if args.embed_outside:  # the control: the root's embedding called outside its FSDP unit
+                out = model(inputs_embeds=model.get_input_embeddings()(tokens[:, :-1]), labels=tokens[:, 1:])
+            else:
+                out = model(input_ids=tokens[:, :-1], labels=tokens[:, 1:])
             loss = out.loss
             if paired is not None:
                 loss = loss + model(input_ids=paired[:, :-1], labels=paired[:, 1:]).loss
@@ -356,6 +385,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "recompile_limit": args.recompile_limit,
         "vary_seq": args.vary_seq,
         "pair": args.pair,
+        "shard_child": args.shard_child,
+        "embed_outside": args.embed_outside,
         "switch_attn_before_backward": args.switch_attn_before_backward,
         "emulated_phase_flag": args.phase_flag,
         "backward_thread": args.backward_thread,
@@ -373,6 +404,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "error_detail": error_detail,
         "error_traceback": error_traceback,
         "counts": _counts(),
+        "unshard_counts": _counts(UNSHARD_FIX),
     }
 
 
@@ -410,6 +442,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--backward-thread", action="store_true", help="run loss.backward() on a worker thread")
     parser.add_argument(
         "--pair", action="store_true", help="two forwards (--seq and --seq + 16 tokens) before one backward"
+    )
+    parser.add_argument(
+        "--shard-child",
+        action="append",
+        default=[],
+        help="fully_shard this submodule of each decoder layer too (a nested unit; e.g. self_attn, mlp.experts)",
+    )
+    parser.add_argument(
+        "--embed-outside",
+        action="store_true",
+        help="compute inputs_embeds with the model's embedding, outside the root's forward (an ordinary misuse)",
     )
     parser.add_argument(
         "--switch-attn-before-backward",

@@ -18,7 +18,12 @@ bug exists, run with ``--raise`` and the fix off:
   Bamba (a hybrid of Mamba2 and attention layers), each decoder layer compiled inside transformers' own
   non-reentrant gradient checkpoint, two forwards of different lengths before one backward; one
   process per rank): ``recompute-cache``, the second forward's dynamic graph picked by the first
-  forward's recompute (torch 2.10-2.15 with the fix, the bug on every release).
+  forward's recompute (torch 2.10-2.15 with the fix, the bug on every release);
+* transformers-recompute-unshard (``hf_job.py --shard-child self_attn --pair``: transformers' own Llama
+  and Qwen3-MoE under FSDP2, the attention of each decoder layer a ``fully_shard`` unit of its own inside
+  the layer's unit and its gradient checkpoint, two forwards before one backward; one process per
+  rank): ``fsdp-recompute-unshard``, the first forward's recompute on the attention's resharded
+  parameters (torch 2.8-2.10).
 
 The failure is taken in three forms:
 
@@ -33,7 +38,9 @@ are importable (no torch: ``not-installed``), and in this environment with the f
 ``--output-fp32`` on every unit, the root's ``lm_head`` gets float32 in the *forward*; torchtitan: a
 training-thread ``recompile_limit`` of 4, hit in the *forward*, for torchtitan's and transformers'
 sac-replay jobs alike; recompute-cache: Bamba uncompiled, its attention implementation switched to
-eager between forward and backward, so the recompute of eager code saves other tensors): never claimed.
+eager between forward and backward, so the recompute of eager code saves other tensors;
+recompute-unshard: the root's embedding called outside its FSDP unit before the first forward, the
+DTensor message from the forward): never claimed.
 ``TORCHFIX_CORPUS_DIR=DIR`` also records each input into ``DIR/<fix id>/`` with its expectation
 (``MANIFEST.json``), paths made neutral: that is how ``tests/corpus/`` was made, which
 ``tests/test_explain_corpus.py`` replays in CI (``nox -s clients_corpus`` records transformers on
@@ -64,6 +71,10 @@ HERE = Path(__file__).parent
 HF_FIX = "fsdp-recompute-cast"
 SAC_REPLAY_FIX = "sac-replay"
 RECOMPUTE_CACHE_FIX = "recompute-cache"
+UNSHARD_FIX = "fsdp-recompute-unshard"
+#: hf_job.py's fsdp-recompute-unshard ordering: FSDP2 per decoder layer with each layer's self_attn a
+#: nested unit, bf16 everywhere (the cast bug stays out), two forwards before one backward (see hf_job.py)
+HF_UNSHARD = ("--embedding", "shared", "--shard-child", "self_attn", "--steps", "1")
 #: hf_job.py's recompute-cache ordering: no FSDP, each decoder layer compiled (automatic dynamic shapes)
 #: inside transformers' checkpoint, two forwards of 32 and 48 tokens before one backward (see hf_job.py)
 HF_RECOMPUTE_CACHE = ("--no-fsdp", "--compile", "--backend", "aot_eager", "--pair", "--steps", "2")
@@ -181,6 +192,24 @@ CLIENTS = {
         ranks=2,
         needs="transformers",
         control_message=r"Recomputed values for the following tensors have different metadata",
+    ),
+    # the attention a fully_shard unit inside each checkpointed decoder layer; the backward of the pair's
+    # second forward reshards it and leaves its state PRE_BACKWARD, so the recompute of the first forward's
+    # layer (started by the mlp's backward, before the attention's own pre-backward hook) skips the unshard
+    "transformers-recompute-unshard": Client(
+        name="transformers-recompute-unshard",
+        job=HERE / "hf_job.py",
+        fix=UNSHARD_FIX,
+        red={
+            "llama-nested-attention-unit-paired-forwards": [*HF_UNSHARD, "--pair"],
+            "qwen3-moe-nested-attention-unit-paired-forwards": ["--model", "qwen3_moe", *HF_UNSHARD, "--pair"],
+        },
+        # the root's embedding called directly (inputs_embeds) before the root's first forward: its
+        # parameters are sharded DTensors, the same message from the forward, no recompute
+        controls={"llama-embedding-outside-its-unit": [*HF_UNSHARD, "--embed-outside"]},
+        ranks=2,
+        needs="transformers",
+        control_message=r"got mixed torch\.Tensor and DTensor",
     ),
 }
 FORMS = ("single", "torchrun", "error.json")
