@@ -12,6 +12,7 @@
                                                                     (recompute-cache's ordering, below)
     python tests/clients/hf_job.py --spawn 2 --embedding shared --shard-child self_attn --pair
                                                                     (fsdp-recompute-unshard's, below)
+    python tests/clients/hf_job.py --spawn 1 --no-fsdp --compile --sac  (SAC saving compiled regions, below)
 
 torchfix is whatever the environment makes it: installed = active at ``import torch``;
 ``TORCHFIX_DISABLE=all`` = off. Rank 0 prints one JSON line (the last line of stdout): per-step
@@ -109,6 +110,17 @@ prompt-tuning code does): with ``--embedding shared`` that embedding belongs to 
 parameters are sharded DTensors outside its forward, so the same message comes from the forward (an
 ordinary misuse; the explain corpus's control). ``unshard_counts`` reports fsdp-recompute-unshard's tallies.
 
+Selective activation checkpointing around compiled layers (the sac-storage-key bug,
+``docs/fixes/sac-storage-key.md``): ``--sac`` passes a ``context_fn`` (``create_selective_checkpoint_contexts``)
+to ``gradient_checkpointing_enable`` whose policy saves every ``inductor_compiled_code`` region and
+recomputes the rest, and sets ``torch._inductor.config.wrap_inductor_compiled_regions = True``, so each
+region compiled by Inductor (``--compile``'s layers, flex attention) reaches SAC as one op.
+``storage_key_counts`` reports sac-storage-key's tallies (``keyed-region-queue``: regions dispatched through
+SAC's modes). Measured on torch 2.12.0 with transformers 5.22.2 (Llama; Mamba2 with ``--pair``): one region
+per layer call in the forward and again in the recompute, no region skipped, losses bit-identical with the
+fix on and off: not hit (transformers builds masks and rotary embeddings outside the checkpointed layers).
+``--attn flex_attention`` cannot train on a CPU (FlexAttention has no CPU backward).
+
 A failure is reported in the JSON (``error``, ``error_detail``, and the rank's ``error_traceback`` as
 Python prints it); ``--raise`` lets it propagate instead (uncaught: the interpreter's, ``torchrun``'s
 ``[rankN]:`` and torchelastic's ``error.json`` forms, through ``torch.distributed.elastic``'s
@@ -137,6 +149,8 @@ VOCAB = 256
 FIX = "fsdp-recompute-cast"
 #: --shard-child with --pair: the nested-unit recompute bug (its tallies are reported as unshard_counts)
 UNSHARD_FIX = "fsdp-recompute-unshard"
+#: --sac: SAC's per-region storage key (its tallies are reported as storage_key_counts)
+STORAGE_KEY_FIX = "sac-storage-key"
 #: --model: (config class, model class) of transformers
 MODELS = {
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
@@ -211,9 +225,31 @@ def _model(args: argparse.Namespace) -> Any:
     torch.manual_seed(0)
     model = getattr(transformers, MODELS[args.model][1])(_config(args))
     if args.checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs: dict[str, Any] = {"use_reentrant": False}
+        if args.sac:
+            kwargs["context_fn"] = _sac_context_fn()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     model.train()
     return model
+
+
+def _sac_context_fn() -> Any:
+    """``--sac``: selective activation checkpointing whose policy saves every Inductor-compiled region
+    (``inductor_compiled_code``, the usual choice for compiled flex attention) and recomputes the rest;
+    Inductor wraps its compiled regions in that op (``wrap_inductor_compiled_regions``), so SAC sees them."""
+    import functools
+
+    import torch
+    import torch._inductor.config
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    torch._inductor.config.wrap_inductor_compiled_regions = True
+    region = getattr(torch.ops.higher_order, "inductor_compiled_code", None)
+
+    def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+        return CheckpointPolicy.MUST_SAVE if func is region else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return functools.partial(create_selective_checkpoint_contexts, policy)
 
 
 def _checkpoints_call() -> bool:
@@ -385,6 +421,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "recompile_limit": args.recompile_limit,
         "vary_seq": args.vary_seq,
         "pair": args.pair,
+        "sac": args.sac,
         "shard_child": args.shard_child,
         "embed_outside": args.embed_outside,
         "switch_attn_before_backward": args.switch_attn_before_backward,
@@ -405,13 +442,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "error_traceback": error_traceback,
         "counts": _counts(),
         "unshard_counts": _counts(UNSHARD_FIX),
+        "storage_key_counts": _counts(STORAGE_KEY_FIX),
     }
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=sorted(MODELS), default="llama")
-    parser.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa")
+    parser.add_argument("--attn", choices=["sdpa", "eager", "flex_attention"], default="sdpa")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--batch", type=int, default=2)
@@ -442,6 +480,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--backward-thread", action="store_true", help="run loss.backward() on a worker thread")
     parser.add_argument(
         "--pair", action="store_true", help="two forwards (--seq and --seq + 16 tokens) before one backward"
+    )
+    parser.add_argument(
+        "--sac",
+        action="store_true",
+        help="selective activation checkpointing (context_fn) saving Inductor-compiled regions, which it wraps",
     )
     parser.add_argument(
         "--shard-child",
