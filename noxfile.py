@@ -351,7 +351,8 @@ def twin(session: nox.Session, torch: str) -> None:
     environment's doctor report, which scripts/compatibility.py compares with the base's recorded
     cell. Results under .matrix-results/twin-<torch>/ (``twin.json``, ``doctor.json``)."""
     base = PATCH_TWINS[torch]
-    session.install(f"torch=={torch}", "packaging", "hatchling>=1.21", "numpy")  # numpy: as in the cells
+    # numpy and the redis client: as in the cells (a fix's state may depend on them)
+    session.install(f"torch=={torch}", "packaging", "hatchling>=1.21", "numpy", REDIS_CLIENT)
     install_torchfix(session, fixtures=False)
     unpacked = Path(session.create_tmp()).resolve() / f"torch-{base}"
     shutil.rmtree(unpacked, ignore_errors=True)
