@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from torchfix_core.testing import demo_line, only_fix, run_json_script_timed
+from torchfix_core.testing import demo_line, demo_reproduction
 
 FIX = "dcp-fqn-orig-mod"
 
@@ -26,10 +26,7 @@ def describe(r: Mapping[str, Any]) -> str:
 def main() -> None:
     print("== torchfix-dcp: DCP state-dict keys of checkpoint_wrapper(torch.compile(block)) ==")
     for label, on in (("without the fix:", False), ("with the fix:", True)):
-        r = run_json_script_timed(["-m", "torchfix_core.reproduction", FIX], env=only_fix(FIX, on))
-        r.setdefault("ok", "outcome" in r)
-        r.setdefault("error", r.get("broke", ""))
-        print(demo_line(label, describe, r))
+        print(demo_line(label, describe, demo_reproduction(FIX, on)))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from torchfix_core.testing import DemoCheck, only_fix, print_gpu_fix_demo, run_json_script_timed
+from torchfix_core.testing import DemoCheck, demo_reproduction, only_fix, print_gpu_fix_demo, run_json_script_timed
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "tests" / "_scenarios.py"
@@ -29,14 +29,6 @@ LOG = HERE.parent.parent / "docs" / "results" / "gpu" / "inductor-rand4x-dropout
 
 def _run(scenario: str, fix: bool) -> dict[str, Any]:
     return run_json_script_timed([SCENARIOS, scenario], env=only_fix(FIX, fix), timeout=600)
-
-
-def _reproduce(fix: bool) -> dict[str, Any]:
-    """The declared reproduction in a fresh interpreter, this fix alone on or off (what ``verify`` runs)."""
-    r = run_json_script_timed(["-m", "torchfix_core.reproduction", FIX], env=only_fix(FIX, fix), timeout=600)
-    if "outcome" in r:
-        r["ok"] = True
-    return r
 
 
 def gpu_figures(r: Mapping[str, Any]) -> str:
@@ -60,7 +52,9 @@ def cpu_figures(r: Mapping[str, Any]) -> str:
 
 
 GPU_CHECK = DemoCheck(
-    "compiled dropout of x.transpose(1, 2).contiguous(), with and without checkpointing:", _reproduce, gpu_figures
+    "compiled dropout of x.transpose(1, 2).contiguous(), with and without checkpointing:",
+    lambda fix: demo_reproduction(FIX, fix),
+    gpu_figures,
 )
 
 

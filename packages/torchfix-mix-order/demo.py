@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from torchfix_core.testing import DemoCheck, only_fix, print_gpu_fix_demo, run_json_script_timed
+from torchfix_core.testing import DemoCheck, demo_reproduction, only_fix, print_gpu_fix_demo, run_json_script_timed
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "tests" / "_scenarios.py"
@@ -30,14 +30,6 @@ LOG = HERE.parent.parent / "docs" / "results" / "gpu" / "mix-order-view-write-te
 
 def _emit(fix: bool) -> dict[str, Any]:
     return run_json_script_timed([SCENARIOS, "emit"], env=only_fix(FIX, fix), timeout=600)
-
-
-def _reproduce(fix: bool) -> dict[str, Any]:
-    """The declared reproduction in a fresh interpreter, this fix alone on or off (what ``verify`` runs)."""
-    r = run_json_script_timed(["-m", "torchfix_core.reproduction", FIX], env=only_fix(FIX, fix), timeout=600)
-    if "outcome" in r:
-        r["ok"] = True
-    return r
 
 
 def gpu_figures(r: Mapping[str, Any]) -> str:
@@ -58,7 +50,9 @@ def cpu_figures(r: Mapping[str, Any]) -> str:
 
 
 GPU_CHECK = DemoCheck(
-    "compiled adaLN case, the chunk()-ed table's gradient per chunk against float64 eager:", _reproduce, gpu_figures
+    "compiled adaLN case, the chunk()-ed table's gradient per chunk against float64 eager:",
+    lambda fix: demo_reproduction(FIX, fix),
+    gpu_figures,
 )
 
 

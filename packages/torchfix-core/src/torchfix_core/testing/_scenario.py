@@ -149,6 +149,18 @@ def describe_failure(result: Mapping[str, Any], width: int = 100) -> str:
     return f"{kind}: {first[:width]}"
 
 
+def demo_reproduction(fix_id: str, enabled: bool, timeout: float = 600) -> dict[str, Any]:
+    """For a demo: fix ``fix_id``'s declared reproduction in a fresh interpreter, that fix alone on or
+    off (what ``torchfix-doctor verify`` runs), timed (:func:`run_json_script_timed`). The record has
+    ``ok`` (True where an outcome came back) and, where the reproduction broke, ``error``."""
+    record = run_json_script_timed(
+        ["-m", "torchfix_core.reproduction", fix_id], env=only_fix(fix_id, enabled), timeout=timeout
+    )
+    record["ok"] = "outcome" in record
+    record.setdefault("error", record.get("broke", ""))
+    return record
+
+
 def demo_line(label: str, describe: Callable[[Mapping[str, Any]], str], result: Mapping[str, Any]) -> str:
     """One line of a demo's output for a scenario result: ``label`` padded to 18 characters, then
     ``describe(result)`` where the scenario ran (``result["ok"]``), else :func:`describe_failure`
